@@ -1,0 +1,121 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// Sentinel errors, matched with errors.Is. Every error the package returns for a failed
+// step wraps exactly one of ErrNotAcquired, ErrUnavailable or ErrLockLost; on
+// cancellation it also wraps the context's error.
+var (
+	// ErrNotAcquired means a majority could not be obtained because other holders have
+	// the key on too many nodes: contention, not failure.
+	ErrNotAcquired = errors.New("redlock: not acquired: held elsewhere")
+
+	// ErrUnavailable means too many nodes failed, timed out or answered too late for a
+	// majority: an infrastructure problem, not contention. The per-node causes are
+	// reachable with errors.As as *NodeError values.
+	ErrUnavailable = errors.New("redlock: quorum unavailable")
+
+	// ErrLockLost means a lock is no longer held: its validity ran out, it was already
+	// released, or Extend or Release found fewer than a majority of nodes still holding
+	// its token.
+	ErrLockLost = errors.New("redlock: lock lost")
+
+	// ErrNodeTimeout is the cause recorded for a node that did not reply within
+	// Options.NodeTimeout. Its call may still land later; the library undoes it.
+	ErrNodeTimeout = errors.New("redlock: no reply within the node timeout")
+
+	// errNodeBusy is the cause recorded when an extend waited behind the lock's previous
+	// call to a node until the node timeout passed, and was dropped.
+	errNodeBusy = errors.New("redlock: previous call to this node still in flight")
+)
+
+// NodeError is the failure of one node in one step: an error reply (WRONGTYPE,
+// READONLY, NOSCRIPT without fallback, OOM, ...), a network error or ErrNodeTimeout.
+type NodeError struct {
+	// Node names the node: its address, or a redacted URL; never a password.
+	Node string
+	// Err is the cause.
+	Err error
+}
+
+func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports a step (acquire, extend or release) that did not obtain a majority,
+// with the count of each kind of answer and the failure of every node that failed.
+// It matches ErrNotAcquired, ErrUnavailable or ErrLockLost with errors.Is, the
+// caller's context error when the step was cancelled, and each *NodeError with errors.As.
+type QuorumError struct {
+	Op      string // "acquire", "extend" or "release"
+	Key     string // the lock key
+	Nodes   int    // how many nodes the client has
+	Needed  int    // the majority: Nodes/2 + 1
+	Agreed  int    // nodes that did what was asked
+	Refused int    // nodes where another token holds the key (acquire) or ours is gone
+	Failed  int    // nodes that returned an error or did not reply in time
+
+	// Late reports that a majority agreed but only after the validity had run out.
+	Late bool
+
+	// Errors holds one *NodeError per failed node, or is nil.
+	Errors *multierror.Error
+
+	kind   error // ErrNotAcquired, ErrUnavailable or ErrLockLost
+	ctxErr error // the caller's context error, if the step was cancelled
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s %q: %d of %d nodes agreed, %d needed", e.kind, e.Op, e.Key, e.Agreed, e.Nodes, e.Needed)
+	if e.Refused > 0 {
+		fmt.Fprintf(&b, ", %d refused", e.Refused)
+	}
+	if e.Failed > 0 {
+		fmt.Fprintf(&b, ", %d failed", e.Failed)
+	}
+	if e.Late {
+		b.WriteString(", majority reached after the validity ran out")
+	}
+	if e.ctxErr != nil {
+		fmt.Fprintf(&b, " (%v)", e.ctxErr)
+	}
+	if e.Errors != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Errors.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel, the context error (if any) and the per-node errors.
+func (e *QuorumError) Unwrap() []error {
+	errs := []error{e.kind}
+	if e.ctxErr != nil {
+		errs = append(errs, e.ctxErr)
+	}
+	if e.Errors != nil {
+		errs = append(errs, e.Errors)
+	}
+	return errs
+}
+
+// joinNodeErrors formats per-node errors on one line: "node a: x; node b: y".
+func joinNodeErrors(errs []error) string {
+	parts := make([]string, len(errs))
+	for i, err := range errs {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// lostError reports a lock that is known to be lost without asking any node.
+func lostError(op, key, why string) error {
+	return fmt.Errorf("%w: %s %q: %s", ErrLockLost, op, key, why)
+}

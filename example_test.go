@@ -1,0 +1,133 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+// This is the README's quick start: five independent Redis masters (docker/compose.yaml
+// starts them on these ports), one lock.
+func Example() {
+	client, err := redlock.NewFromURLs([]string{
+		"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
+		"redis://127.0.0.1:7004", "redis://127.0.0.1:7005",
+	}, redlock.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	// Wait up to 30 s for the lock; once held, it is ours for at most 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lock, err := client.Acquire(ctx, "nightly-report", 10*time.Second)
+	switch {
+	case errors.Is(err, redlock.ErrNotAcquired):
+		log.Print("another run holds the lock")
+		return
+	case err != nil:
+		log.Fatal(err) // ErrUnavailable: too many nodes down or too slow
+	}
+	defer lock.Release(context.Background())
+
+	// Work only until lock.Until(); call lock.Extend to keep the lock longer.
+	fmt.Println("holding", lock.Key(), "until", lock.Until().Format(time.TimeOnly))
+}
+
+// startNodes starts n in-process Redis servers (miniredis) for the runnable examples.
+// Tests of safety properties use real redis-server processes instead.
+func startNodes(n int) (nodes []redis.UniversalClient, servers []*miniredis.Miniredis, stop func()) {
+	for range n {
+		s := miniredis.NewMiniRedis()
+		if err := s.Start(); err != nil {
+			log.Fatal(err)
+		}
+		servers = append(servers, s)
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1}))
+	}
+	return nodes, servers, func() {
+		for i := range nodes {
+			nodes[i].Close()
+			servers[i].Close()
+		}
+	}
+}
+
+func ExampleClient_TryAcquire() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	alice, _ := redlock.New(nodes, redlock.Options{})
+	defer alice.Close()
+	bob, _ := redlock.New(nodes, redlock.Options{})
+	defer bob.Close()
+	ctx := context.Background()
+
+	lock, err := alice.TryAcquire(ctx, "stock:42", 5*time.Second)
+	fmt.Println("alice:", err)
+
+	_, err = bob.TryAcquire(ctx, "stock:42", 5*time.Second)
+	fmt.Println("bob while alice holds it:", errors.Is(err, redlock.ErrNotAcquired))
+
+	fmt.Println("alice releases:", lock.Release(ctx))
+	_, err = bob.TryAcquire(ctx, "stock:42", 5*time.Second)
+	fmt.Println("bob after:", err)
+	// Output:
+	// alice: <nil>
+	// bob while alice holds it: true
+	// alice releases: <nil>
+	// bob after: <nil>
+}
+
+func ExampleLock_Extend() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock, _ := client.TryAcquire(ctx, "migration", time.Second)
+	before := lock.Until()
+	if err := lock.Extend(ctx, time.Minute); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("extended by more than 50s:", lock.Until().Sub(before) > 50*time.Second)
+	fmt.Println(lock.Release(ctx))
+	fmt.Println("released twice:", errors.Is(lock.Release(ctx), redlock.ErrLockLost))
+	// Output:
+	// extended by more than 50s: true
+	// <nil>
+	// released twice: true
+}
+
+func ExampleQuorumError() {
+	nodes, servers, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	down := servers[0].Addr()
+	servers[0].Close() // two of three nodes down: no majority possible
+	servers[1].Close()
+
+	_, err := client.TryAcquire(context.Background(), "report", 5*time.Second)
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		fmt.Println("unavailable:", errors.Is(err, redlock.ErrUnavailable))
+		fmt.Printf("%d of %d agreed, %d needed, %d failed\n", qe.Agreed, qe.Nodes, qe.Needed, qe.Failed)
+	}
+	var ne *redlock.NodeError
+	if errors.As(err, &ne) {
+		fmt.Println("first failed node:", ne.Node == down)
+	}
+	// Output:
+	// unavailable: true
+	// 1 of 3 agreed, 2 needed, 2 failed
+	// first failed node: true
+}

@@ -1,0 +1,116 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults applied by New to the zero fields of Options.
+const (
+	// DefaultDriftFactor is the share of the TTL set aside for clock drift.
+	DefaultDriftFactor = 0.01
+
+	// DefaultNodeTimeout bounds how long one step waits for any single node. It is the
+	// upper end of the 5–50 ms the Redlock description gives for a 10 s TTL: long enough
+	// for a round trip inside a data centre (with a fresh TCP connection), short enough
+	// that a dead or paused node costs a waiter little and shrinks the validity little.
+	// Raise it for links with round trips above ~10 ms or for TLS connection set-up.
+	DefaultNodeTimeout = 50 * time.Millisecond
+)
+
+// DefaultRetryDelay is the retry policy used when Options.RetryDelay is nil.
+var DefaultRetryDelay = ExponentialJitter(10*time.Millisecond, 200*time.Millisecond)
+
+// Options configures a Client. The zero value means every default; each field says its
+// own. New validates the options and returns an error for values it cannot use.
+type Options struct {
+	// DriftFactor is the share of the TTL set aside for the clocks of the nodes and this
+	// process running at different rates. Each step's validity is
+	// ttl − elapsed − (ttl × DriftFactor + 2 ms). Zero means DefaultDriftFactor (0.01);
+	// it must lie in [0, 1).
+	DriftFactor float64
+
+	// NodeTimeout bounds how long one step (acquire, extend, release) waits for a node;
+	// a node that has not answered by then counts as failed for that step. Zero means
+	// DefaultNodeTimeout (50 ms). Keep it small next to the TTLs you use: the time spent
+	// waiting is subtracted from the validity.
+	NodeTimeout time.Duration
+
+	// RetryDelay returns how long Acquire waits after failed attempt number attempt
+	// (1, 2, ...) before the next one. It is called concurrently and must keep no state.
+	// Nil means DefaultRetryDelay: ExponentialJitter(10ms, 200ms).
+	RetryDelay func(attempt int) time.Duration
+
+	// MaxAttempts bounds the attempts of one Acquire call. Zero means no bound: Acquire
+	// retries until its context ends.
+	MaxAttempts int
+
+	// Clock is the source of time. Nil means the system clock.
+	Clock Clock
+}
+
+// withDefaults validates o and returns it with defaults filled in.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.DriftFactor < 0 || o.DriftFactor >= 1:
+		return o, fmt.Errorf("redlock: DriftFactor %v outside [0, 1)", o.DriftFactor)
+	case o.NodeTimeout < 0:
+		return o, fmt.Errorf("redlock: negative NodeTimeout %v", o.NodeTimeout)
+	case o.MaxAttempts < 0:
+		return o, fmt.Errorf("redlock: negative MaxAttempts %d", o.MaxAttempts)
+	}
+	if o.DriftFactor == 0 {
+		o.DriftFactor = DefaultDriftFactor
+	}
+	if o.NodeTimeout == 0 {
+		o.NodeTimeout = DefaultNodeTimeout
+	}
+	if o.RetryDelay == nil {
+		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	return o, nil
+}
+
+// checkTTL returns an error if ttl cannot give a lock any validity: TTLs are sent to
+// Redis in whole milliseconds, and the drift allowance must leave something over.
+func (o *Options) checkTTL(ttl time.Duration) error {
+	if ttl <= 0 || ttl%time.Millisecond != 0 {
+		return fmt.Errorf("redlock: ttl %v must be a positive whole number of milliseconds", ttl)
+	}
+	if d := drift(ttl, o.DriftFactor); ttl <= d {
+		return fmt.Errorf("redlock: ttl %v leaves no validity after the drift allowance %v", ttl, d)
+	}
+	return nil
+}
+
+// errEmptyKey is returned for an empty lock key.
+var errEmptyKey = errors.New("redlock: empty key")
+
+// ExponentialJitter returns a stateless retry policy: after attempt a the delay is drawn
+// uniformly from [d/2, d], where d = min·2^(a−1) capped at max. The randomness spreads
+// out clients that missed a majority together, so one of them wins the next round.
+// A min ≤ 0 is taken as 1 ms, and a max below min as min.
+func ExponentialJitter(min, max time.Duration) func(attempt int) time.Duration {
+	if min <= 0 {
+		min = time.Millisecond
+	}
+	if max < min {
+		max = min
+	}
+	return func(attempt int) time.Duration {
+		d := min
+		for i := 1; i < attempt && d < max; i++ {
+			if d > max/2 {
+				d = max
+				break
+			}
+			d *= 2
+		}
+		return d/2 + rand.N(d/2+1)
+	}
+}

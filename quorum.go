@@ -1,0 +1,159 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+)
+
+// tally counts the answers of the n nodes in one step.
+type tally struct {
+	n, yes, no, failed, pending int
+}
+
+func newTally(n int) tally { return tally{n: n, pending: n} }
+
+// add records one node's outcome.
+func (t *tally) add(o outcome) {
+	t.pending--
+	switch o {
+	case outYes:
+		t.yes++
+	case outNo:
+		t.no++
+	default:
+		t.failed++
+	}
+}
+
+// quorum is the majority of the n nodes: n/2 + 1.
+func (t tally) quorum() int { return t.n/2 + 1 }
+
+// won reports that a majority said yes.
+func (t tally) won() bool { return t.yes >= t.quorum() }
+
+// lost reports that a majority can no longer say yes, whatever the pending nodes answer.
+func (t tally) lost() bool { return t.yes+t.pending < t.quorum() }
+
+// contended reports, for a step that was not won, whether the "no" answers alone ruled
+// out a majority (another holder: contention) rather than failures.
+func (t tally) contended() bool { return t.n-t.no < t.quorum() }
+
+// reply is one node's answer in one step.
+type reply struct {
+	node int
+	out  outcome
+	err  error
+}
+
+// round is one step sent to every node at once.
+type round struct {
+	replies chan reply      // buffered to n: a late reply never blocks its goroutine
+	done    []chan struct{} // done[i] is closed once node i's call has returned
+	timeout <-chan time.Time
+}
+
+// start sends script to every node at once, one goroutine per node, and returns the
+// round whose replies arrive on r.replies. Node calls run on a context the caller
+// cannot cancel and are tracked by c.calls, so none outlives Client.Close.
+//
+// after[i], when not nil, is the done channel of this lock's earlier call to node i: the
+// new call is sent only once that one has returned, so a DEL never overtakes a SET still
+// in flight on the same node. If the node timeout has passed by then, the call is sent
+// anyway when always is set (a release must land), and dropped otherwise (stale extends
+// would only pile up behind a stalled node). After Close, every node answers ErrClosed.
+func (c *Client) start(ctx context.Context, script *redis.Script, key string, args []any, after []chan struct{}, always bool) *round {
+	n := len(c.nodes)
+	deadline := c.clock.Now().Add(c.opts.NodeTimeout)
+	r := &round{
+		replies: make(chan reply, n),
+		done:    make([]chan struct{}, n),
+		timeout: c.clock.After(c.opts.NodeTimeout),
+	}
+	c.closeMu.RLock()
+	closed := c.closed
+	if !closed {
+		c.calls.Add(n)
+	}
+	c.closeMu.RUnlock()
+	base := context.WithoutCancel(ctx)
+	for i := range c.nodes {
+		done := make(chan struct{})
+		r.done[i] = done
+		if closed {
+			close(done)
+			r.replies <- reply{node: i, out: outFailed, err: ErrClosed}
+			continue
+		}
+		var wait chan struct{}
+		if after != nil {
+			wait = after[i]
+		}
+		go func(nd *node) {
+			defer c.calls.Done()
+			defer close(done)
+			if wait != nil {
+				<-wait
+				if !always && !c.clock.Now().Before(deadline) {
+					r.replies <- reply{node: i, out: outFailed, err: errNodeBusy}
+					return
+				}
+			}
+			// The deadline bounds go-redis only where the client honours context
+			// deadlines (ContextTimeoutEnabled, set by NewFromURLs); the round's own
+			// timer bounds how long the caller waits in every case.
+			cctx, cancel := context.WithTimeout(base, c.opts.NodeTimeout)
+			out, err := nd.run(cctx, script, key, args)
+			cancel()
+			r.replies <- reply{node: i, out: out, err: err}
+		}(&c.nodes[i])
+	}
+	return r
+}
+
+// gather collects the round's replies into a tally until every node has answered, the
+// node timeout fires (nodes still out count as failed with ErrNodeTimeout), ctx ends, or,
+// when early is set, the outcome is decided (won or lost). It never stops the calls:
+// those still out finish in the background, and their done channels say when. The
+// per-node errors come in node order.
+func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, errs *multierror.Error, ctxErr error) {
+	n := len(c.nodes)
+	t = newTally(n)
+	answered := make([]bool, n)
+	causes := make([]error, n)
+wait:
+	for t.pending > 0 && !(early && (t.won() || t.lost())) {
+		select {
+		case rep := <-r.replies:
+			answered[rep.node] = true
+			t.add(rep.out)
+			causes[rep.node] = rep.err
+		case <-r.timeout:
+			for i, ok := range answered {
+				if !ok {
+					t.add(outFailed)
+					causes[i] = ErrNodeTimeout
+				}
+			}
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			break wait
+		}
+	}
+	for i, cause := range causes {
+		if cause != nil {
+			errs = multierror.Append(errs, &NodeError{Node: c.nodes[i].name, Err: cause})
+		}
+	}
+	finish(&errs)
+	return t, errs, ctxErr
+}
+
+// finish sets the one-line format on a node error list.
+func finish(errs **multierror.Error) {
+	if *errs != nil {
+		(*errs).ErrorFormat = joinNodeErrors
+	}
+}
