@@ -131,3 +131,47 @@ func ExampleQuorumError() {
 	// 1 of 3 agreed, 2 needed, 2 failed
 	// first failed node: true
 }
+
+func ExampleClient_Do() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+
+	err := client.Do(context.Background(), "migrations", 10*time.Second, func(ctx context.Context) error {
+		// The lock is renewed in the background while this runs; ctx ends if the
+		// lock is lost, before its validity does. Stop working when it ends.
+		fmt.Println("migrating under the lock")
+		return ctx.Err()
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// migrating under the lock
+	// done: <nil>
+}
+
+func ExampleLock_KeepAlive() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock, err := client.Acquire(ctx, "leader", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	work, stopRenewing := lock.KeepAlive(ctx)
+	defer stopRenewing()
+
+	select {
+	case <-work.Done(): // the lock was lost: stop acting as leader
+		fmt.Println("lost:", errors.Is(context.Cause(work), redlock.ErrLockLost))
+	default:
+		fmt.Println("leading")
+	}
+	fmt.Println(lock.Release(ctx))
+	// Output:
+	// leading
+	// <nil>
+}

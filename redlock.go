@@ -207,7 +207,7 @@ func (c *Client) attempt(ctx context.Context, key, token string, ttl time.Durati
 	now := c.clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, until: now.Add(v), calls: r.done}, nil
+		return &Lock{c: c, key: key, token: token, ttl: ttl, until: now.Add(v), calls: r.done}, nil
 	}
 	c.cleanup(ctx, key, token, r.done)
 	kind := ErrUnavailable
@@ -248,9 +248,11 @@ type Lock struct {
 	op    sync.Mutex      // serializes Extend and Release; guards calls
 	calls []chan struct{} // calls[i] is closed when this lock's latest call to node i returned
 
-	mu       sync.Mutex // guards until and released
+	mu       sync.Mutex    // guards the fields below
+	ttl      time.Duration // of the latest successful Acquire or Extend
 	until    time.Time
 	released bool
+	keeper   *keeper // the running KeepAlive, or nil
 }
 
 // Key returns the lock's key.
@@ -298,7 +300,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ctxErr == nil && t.won() && v > 0 {
-		l.until = until
+		l.until, l.ttl = until, ttl
 		return nil
 	}
 	if until.Before(l.until) {
@@ -320,9 +322,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // ErrLockLost if the validity had run out, the lock was already released, or too many
 // nodes no longer held its token; ErrUnavailable if too many nodes failed (their keys
 // expire after the TTL). If ctx ends first, Release returns its error; the deletes are
-// still sent. The lock cannot be used after Release, whatever it returns.
+// still sent. Release stops a KeepAlive first. The lock cannot be used after Release,
+// whatever it returns.
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
+	l.stopKeeper(errReleased) // before taking l.op: the keeper may be inside Extend
 	l.op.Lock()
 	defer l.op.Unlock()
 	now := c.clock.Now()

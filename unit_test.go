@@ -240,3 +240,22 @@ func TestQuorumErrorMatching(t *testing.T) {
 		t.Fatalf("message\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestClockGap(t *testing.T) {
+	for _, tc := range []struct{ wall, mono, want time.Duration }{
+		{time.Second, time.Second, 0},
+		{6 * time.Second, time.Second, 5 * time.Second}, // suspended for 5 s
+		{time.Second, 3 * time.Second, 2 * time.Second}, // wall clock stepped back
+	} {
+		if got := absDiff(tc.wall, tc.mono); got != tc.want {
+			t.Errorf("absDiff(%v, %v) = %v, want %v", tc.wall, tc.mono, got, tc.want)
+		}
+	}
+	start := time.Now()
+	if g := clockGap(start, time.Now()); g > time.Millisecond {
+		t.Fatalf("real clock readings: gap %v", g)
+	}
+	if g := clockGap(start.Round(0), start.Round(0).Add(time.Hour)); g != 0 {
+		t.Fatalf("readings without a monotonic part: gap %v, want 0", g)
+	}
+}

@@ -1,0 +1,191 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// TestKeepAliveHoldsPastTTL: a kept-alive lock outlives several TTLs, nobody else gets
+// it meanwhile, and Release ends the renewal and the work's context.
+func TestKeepAliveHoldsPastTTL(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	const ttl = 300 * time.Millisecond
+	lock, err := c.client.TryAcquire(t.Context(), "kept", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	first := lock.Until()
+
+	select { // the work: 4 TTLs
+	case <-work.Done():
+		t.Fatalf("work context ended while the nodes were healthy: %v", context.Cause(work))
+	case <-time.After(4 * ttl):
+	}
+	if !lock.Until().After(first.Add(2 * ttl)) {
+		t.Fatalf("Until moved from %v only to %v in 4 TTLs", first, lock.Until())
+	}
+	if _, err := c.newClient(redlock.Options{}).TryAcquire(t.Context(), "kept", ttl); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("another client while kept alive: got %v, want ErrNotAcquired", err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	<-work.Done()
+	if cause := context.Cause(work); errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("released lock reported as lost: %v", cause)
+	}
+}
+
+// TestKeepAliveLossBeforeValidityEnds: with every node hung, the work's context ends
+// before the lock's validity does, with a cause matching ErrLockLost.
+func TestKeepAliveLossBeforeValidityEnds(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	const ttl = time.Second
+	lock, err := c.client.TryAcquire(t.Context(), "hung", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := time.Now()
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	for _, s := range c.servers {
+		s.Pause()
+	}
+	<-work.Done()
+	ended := time.Now()
+	for _, s := range c.servers {
+		s.Resume()
+	}
+	until := lock.Until()
+	t.Logf("work context ended %v after acquisition, %v before the validity end", ended.Sub(acquired), until.Sub(ended))
+	if cause := context.Cause(work); !errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", cause)
+	}
+	if !ended.Before(until) {
+		t.Fatalf("work context ended at %v, not before the validity end %v", ended, until)
+	}
+	if ended.Sub(acquired) < ttl/2 {
+		t.Fatalf("gave up after %v: renewal should keep trying while validity remains", ended.Sub(acquired))
+	}
+}
+
+// TestKeepAliveTakenOver: when the nodes say our token is gone, the work's context ends
+// at the next renewal.
+func TestKeepAliveTakenOver(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	const ttl = 600 * time.Millisecond
+	lock, err := c.client.TryAcquire(t.Context(), "stolen", 10*ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Extend(t.Context(), ttl); err != nil { // the keeper renews with the latest TTL
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	for _, a := range c.admin {
+		a.Set(t.Context(), "stolen", "intruder", time.Minute)
+	}
+	start := time.Now()
+	<-work.Done()
+	if cause := context.Cause(work); !errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost", cause)
+	}
+	if took := time.Since(start); took > ttl/3+200*time.Millisecond {
+		t.Fatalf("loss noticed after %v, want about one renewal period (%v)", took, ttl/3)
+	}
+	c.wantValues("stolen", "intruder", "intruder", "intruder")
+}
+
+// TestKeepAliveStops: the renewal ends with the caller's context and with stop, and a
+// second KeepAlive on the same lock is refused.
+func TestKeepAliveStops(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	const ttl = 300 * time.Millisecond
+	lock, err := c.client.TryAcquire(t.Context(), "stops", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, cancel := context.WithCancel(t.Context())
+	work, stop := lock.KeepAlive(parent)
+	second, _ := lock.KeepAlive(t.Context())
+	if second.Err() == nil || !strings.Contains(context.Cause(second).Error(), "already running") {
+		t.Fatalf("second KeepAlive: context %v, cause %v; want it cancelled", second.Err(), context.Cause(second))
+	}
+	cancel()
+	<-work.Done()
+	stop() // waits for the goroutine; a no-op after it ended
+	// No renewal after the stop: the lock runs out at its last Until.
+	deadline := lock.Until()
+	other := c.newClient(redlock.Options{RetryDelay: redlock.ExponentialJitter(time.Millisecond, 5*time.Millisecond)})
+	ctx, done := context.WithTimeout(t.Context(), 5*ttl)
+	defer done()
+	next, err := other.Acquire(ctx, "stops", ttl)
+	if err != nil {
+		t.Fatalf("lock still renewed after its KeepAlive stopped: %v", err)
+	}
+	if time.Now().Before(deadline) {
+		t.Fatal("another client got the lock before the old validity ended")
+	}
+	next.Release(t.Context())
+
+	// A new KeepAlive after the first ended is allowed.
+	lock2, err := c.client.TryAcquire(t.Context(), "stops-2", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, stop1 := lock2.KeepAlive(t.Context())
+	stop1()
+	w2, stop2 := lock2.KeepAlive(t.Context())
+	defer stop2()
+	if w1.Err() == nil || w2.Err() != nil {
+		t.Fatalf("after stop: first %v, second %v; want first cancelled, second running", w1.Err(), w2.Err())
+	}
+	if err := lock2.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDo: the work runs under the lock, the lock is released after, fn's error comes
+// back, and a lock lost during the work is reported as ErrLockLost.
+func TestDo(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	other := c.newClient(redlock.Options{})
+	errWork := errors.New("work failed")
+	err := c.client.Do(t.Context(), "job", time.Second, func(ctx context.Context) error {
+		if _, err := other.TryAcquire(ctx, "job", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Errorf("another client during Do: got %v, want ErrNotAcquired", err)
+		}
+		return errWork
+	})
+	if !errors.Is(err, errWork) || errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Do: got %v, want the work's error only", err)
+	}
+	if l, err := other.TryAcquire(t.Context(), "job", time.Second); err != nil {
+		t.Fatalf("after Do: %v", err)
+	} else {
+		l.Release(t.Context())
+		l.WaitForCalls()
+	}
+
+	err = c.client.Do(t.Context(), "job", time.Second, func(ctx context.Context) error {
+		for _, a := range c.admin {
+			a.Set(ctx, "job", "intruder", time.Minute)
+		}
+		<-ctx.Done() // the keeper notices at its next renewal
+		return ctx.Err()
+	})
+	if !errors.Is(err, redlock.ErrLockLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do with the lock taken: got %v, want ErrLockLost and the work's context error", err)
+	}
+	c.wantValues("job", "intruder", "intruder", "intruder")
+}
