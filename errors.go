@@ -12,9 +12,10 @@ import (
 // step wraps exactly one of ErrNotAcquired, ErrUnavailable or ErrLockLost; on
 // cancellation it also wraps the context's error.
 var (
-	// ErrNotAcquired means a majority could not be obtained because other holders have
-	// the key on too many nodes: contention, not failure.
-	ErrNotAcquired = errors.New("redlock: not acquired: held elsewhere")
+	// ErrNotAcquired means Acquire gave up without a majority because other holders
+	// have the key on too many nodes (contention, not failure), or because its context
+	// ended first.
+	ErrNotAcquired = errors.New("redlock: lock not acquired")
 
 	// ErrUnavailable means too many nodes failed, timed out or answered too late for a
 	// majority: an infrastructure problem, not contention. The per-node causes are
@@ -62,7 +63,8 @@ type QuorumError struct {
 	Refused int    // nodes where another token holds the key (acquire) or ours is gone
 	Failed  int    // nodes that returned an error or did not reply in time
 
-	// Late reports that a majority agreed but only after the validity had run out.
+	// Late reports that the validity had run out: for acquire and extend, a majority
+	// agreed only after it had; for release, it had before the release.
 	Late bool
 
 	// Errors holds one *NodeError per failed node, or is nil.
@@ -82,7 +84,7 @@ func (e *QuorumError) Error() string {
 		fmt.Fprintf(&b, ", %d failed", e.Failed)
 	}
 	if e.Late {
-		b.WriteString(", majority reached after the validity ran out")
+		b.WriteString(", after the validity ran out")
 	}
 	if e.ctxErr != nil {
 		fmt.Fprintf(&b, " (%v)", e.ctxErr)

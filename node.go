@@ -13,17 +13,55 @@ import (
 // EVAL when a node answers NOSCRIPT (after a restart, a failover or SCRIPT FLUSH).
 var (
 	//go:embed scripts/acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
+	acquireLua string
 	//go:embed scripts/release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-
+	releaseLua string
 	//go:embed scripts/extend.lua
-	extendLua    string
-	extendScript = redis.NewScript(extendLua)
+	extendLua string
+	//go:embed scripts/fence_read.lua
+	fenceReadLua string
+	//go:embed scripts/fenced_acquire.lua
+	fencedAcquireLua string
+
+	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo}
+	stepRelease       = step{redis.NewScript(releaseLua), yesOrNo}
+	stepExtend        = step{redis.NewScript(extendLua), yesOrNo}
+	stepFenceRead     = step{redis.NewScript(fenceReadLua), counter}
+	stepFencedAcquire = step{redis.NewScript(fencedAcquireLua), fencedReply}
 )
+
+// step is one server-side script and the meaning of its integer reply.
+type step struct {
+	script *redis.Script
+	judge  func(v int64) outcome
+}
+
+// yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).
+func yesOrNo(v int64) outcome {
+	switch v {
+	case 1:
+		return outYes
+	case 0:
+		return outNo
+	}
+	return outFailed
+}
+
+// counter judges fence_read.lua: any counter value ≥ 0 is an answer.
+func counter(v int64) outcome {
+	if v >= 0 {
+		return outYes
+	}
+	return outFailed
+}
+
+// fencedReply judges fenced_acquire.lua: 1 took it, 0 held elsewhere, −c refused.
+func fencedReply(v int64) outcome {
+	if v < 0 {
+		return outRefused
+	}
+	return yesOrNo(v)
+}
 
 // outcome is what one node did in one step.
 type outcome uint8
@@ -33,6 +71,8 @@ const (
 	outYes outcome = iota + 1
 	// outNo: another token holds the key (acquire), or ours is gone (extend, release).
 	outNo
+	// outRefused: the node's fencing counter is at or above our proposal; counts as no.
+	outRefused
 	// outFailed: an error reply, a network error or no reply in time.
 	outFailed
 )
@@ -44,20 +84,21 @@ type node struct {
 	rdb  redis.UniversalClient
 }
 
-// run executes script on the node with KEYS[1] = key and turns the reply into an
-// outcome. Every script answers 1 (yes) or 0 (no); anything else is a failure.
-func (n *node) run(ctx context.Context, script *redis.Script, key string, args []any) (outcome, error) {
-	v, err := script.Run(ctx, n.rdb, []string{key}, args...).Result()
+// run executes the step's script on the node and judges the integer reply; v is the
+// reply itself (a fencing counter for the fencing steps).
+func (n *node) run(ctx context.Context, st step, keys []string, args []any) (out outcome, v int64, err error) {
+	res, err := st.script.Run(ctx, n.rdb, keys, args...).Result()
 	if err != nil {
-		return outFailed, err
+		return outFailed, 0, err
 	}
-	switch v {
-	case int64(1):
-		return outYes, nil
-	case int64(0):
-		return outNo, nil
+	v, ok := res.(int64)
+	if !ok {
+		return outFailed, 0, fmt.Errorf("unexpected script reply %T(%v)", res, res)
 	}
-	return outFailed, fmt.Errorf("unexpected script reply %T(%v)", v, v)
+	if out = st.judge(v); out == outFailed {
+		return outFailed, v, fmt.Errorf("unexpected script reply %d", v)
+	}
+	return out, v, nil
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a

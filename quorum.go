@@ -5,27 +5,33 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
-	"github.com/redis/go-redis/v9"
 )
 
 // tally counts the answers of the n nodes in one step.
 type tally struct {
 	n, yes, no, failed, pending int
+	refused                     int   // of no: refusals by a fencing counter
+	high                        int64 // the largest counter a node reported (fencing steps)
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
 
-// add records one node's outcome.
-func (t *tally) add(o outcome) {
+// add records one node's outcome and reply value.
+func (t *tally) add(o outcome, v int64) {
 	t.pending--
 	switch o {
 	case outYes:
 		t.yes++
 	case outNo:
 		t.no++
+	case outRefused:
+		t.no++
+		t.refused++
 	default:
 		t.failed++
+		return
 	}
+	t.high = max(t.high, v, -v)
 }
 
 // quorum is the majority of the n nodes: n/2 + 1.
@@ -45,6 +51,7 @@ func (t tally) contended() bool { return t.n-t.no < t.quorum() }
 type reply struct {
 	node int
 	out  outcome
+	val  int64
 	err  error
 }
 
@@ -55,7 +62,7 @@ type round struct {
 	timeout <-chan time.Time
 }
 
-// start sends script to every node at once, one goroutine per node, and returns the
+// start sends the step's script to every node at once, one goroutine per node, and returns the
 // round whose replies arrive on r.replies. Node calls run on a context the caller
 // cannot cancel and are tracked by c.calls, so none outlives Client.Close.
 //
@@ -63,30 +70,23 @@ type round struct {
 // new call is sent only once that one has returned, so a DEL never overtakes a SET still
 // in flight on the same node. If the node timeout has passed by then, the call is sent
 // anyway when always is set (a release must land), and dropped otherwise (stale extends
-// would only pile up behind a stalled node). After Close, every node answers ErrClosed.
-func (c *Client) start(ctx context.Context, script *redis.Script, key string, args []any, after []chan struct{}, always bool) *round {
+// would only pile up behind a stalled node).
+func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool) *round {
 	n := len(c.nodes)
-	deadline := c.clock.Now().Add(c.opts.NodeTimeout)
 	r := &round{
 		replies: make(chan reply, n),
 		done:    make([]chan struct{}, n),
 		timeout: c.clock.After(c.opts.NodeTimeout),
 	}
-	c.closeMu.RLock()
-	closed := c.closed
-	if !closed {
-		c.calls.Add(n)
+	var deadline time.Time // for calls that wait behind an earlier one
+	if after != nil {
+		deadline = c.clock.Now().Add(c.opts.NodeTimeout)
 	}
-	c.closeMu.RUnlock()
+	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	base := context.WithoutCancel(ctx)
 	for i := range c.nodes {
 		done := make(chan struct{})
 		r.done[i] = done
-		if closed {
-			close(done)
-			r.replies <- reply{node: i, out: outFailed, err: ErrClosed}
-			continue
-		}
 		var wait chan struct{}
 		if after != nil {
 			wait = after[i]
@@ -94,20 +94,24 @@ func (c *Client) start(ctx context.Context, script *redis.Script, key string, ar
 		go func(nd *node) {
 			defer c.calls.Done()
 			defer close(done)
-			if wait != nil {
-				<-wait
-				if !always && !c.clock.Now().Before(deadline) {
-					r.replies <- reply{node: i, out: outFailed, err: errNodeBusy}
-					return
+			select {
+			case <-wait: // nil (no earlier call) blocks, so this case is the fast path
+			default:
+				if wait != nil {
+					<-wait
+					if !always && !c.clock.Now().Before(deadline) {
+						r.replies <- reply{node: i, out: outFailed, err: errNodeBusy}
+						return
+					}
 				}
 			}
 			// The deadline bounds go-redis only where the client honours context
-			// deadlines (ContextTimeoutEnabled, set by NewFromURLs); the round's own
-			// timer bounds how long the caller waits in every case.
+			// deadlines (ContextTimeoutEnabled); the round's own timer bounds how long
+			// the caller waits in every case.
 			cctx, cancel := context.WithTimeout(base, c.opts.NodeTimeout)
-			out, err := nd.run(cctx, script, key, args)
+			out, v, err := nd.run(cctx, st, keys, args)
 			cancel()
-			r.replies <- reply{node: i, out: out, err: err}
+			r.replies <- reply{node: i, out: out, val: v, err: err}
 		}(&c.nodes[i])
 	}
 	return r
@@ -115,25 +119,26 @@ func (c *Client) start(ctx context.Context, script *redis.Script, key string, ar
 
 // gather collects the round's replies into a tally until every node has answered, the
 // node timeout fires (nodes still out count as failed with ErrNodeTimeout), ctx ends, or,
-// when early is set, the outcome is decided (won or lost). It never stops the calls:
-// those still out finish in the background, and their done channels say when. The
-// per-node errors come in node order.
+// when early is set, a majority said yes. A lost step waits for every answer, so its
+// error class (contention or failure) does not depend on which replies came first. It
+// never stops the calls: those still out finish in the background, and their done
+// channels say when. The per-node errors come in node order.
 func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, errs *multierror.Error, ctxErr error) {
 	n := len(c.nodes)
 	t = newTally(n)
 	answered := make([]bool, n)
 	causes := make([]error, n)
 wait:
-	for t.pending > 0 && !(early && (t.won() || t.lost())) {
+	for t.pending > 0 && !(early && t.won()) {
 		select {
 		case rep := <-r.replies:
 			answered[rep.node] = true
-			t.add(rep.out)
+			t.add(rep.out, rep.val)
 			causes[rep.node] = rep.err
 		case <-r.timeout:
 			for i, ok := range answered {
 				if !ok {
-					t.add(outFailed)
+					t.add(outFailed, 0)
 					causes[i] = ErrNodeTimeout
 				}
 			}

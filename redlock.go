@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrClosed is the cause recorded for every node once the Client has been closed.
+// ErrClosed is returned by steps started after Close, and by an Acquire that was
+// waiting to retry when Close was called.
 var ErrClosed = errors.New("redlock: client closed")
 
 // Client acquires locks held across N independent Redis masters. It is safe for
@@ -27,7 +28,12 @@ type Client struct {
 
 	closeMu sync.RWMutex
 	closed  bool
-	calls   sync.WaitGroup // node calls in flight, including ones a step stopped waiting for
+	closing chan struct{}  // closed when Close starts: waiting Acquires give up
+	shut    chan struct{}  // closed when Close has finished
+	shutErr error          // what the first Close returned
+	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
+
+	fences fenceCache // with Options.Fencing: the highest counter seen per key
 }
 
 // New returns a Client over the given go-redis clients, one per independent Redis
@@ -42,9 +48,8 @@ func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
 // redis.ParseURL accepts). Errors and node names show URLs with the password redacted.
-// The clients honour context deadlines, so a call to a stalled node ends at
-// Options.NodeTimeout, and do not retry failed commands (the next attempt is the retry;
-// add max_retries=N to a URL to override); Close closes them.
+// The clients do not retry failed commands (the next attempt is the retry; add
+// max_retries=N to a URL to override); Close closes them.
 func NewFromURLs(urls []string, opts Options) (*Client, error) {
 	rdbs := make([]redis.UniversalClient, 0, len(urls))
 	names := make([]string, 0, len(urls))
@@ -68,7 +73,10 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 			closeAll()
 			return nil, fmt.Errorf("redlock: node URL %d (%s): %v", i+1, u.Redacted(), err)
 		}
-		ropts.ContextTimeoutEnabled = true
+		// ContextTimeoutEnabled stays off on purpose: a call abandoned at a context
+		// deadline may still execute later (its bytes wait in a stalled server's
+		// socket), so its done channel would no longer mean "no longer in flight", and
+		// a release could overtake its SET. go-redis's ReadTimeout ends such calls.
 		if !u.Query().Has("max_retries") {
 			// go-redis would retry READONLY, LOADING and network errors with back-off,
 			// which inside a node timeout only hides the cause; the quorum is the retry.
@@ -94,14 +102,20 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nodes: make([]node, len(rdbs)), opts: o, clock: o.Clock}
+	c := &Client{
+		nodes:   make([]node, len(rdbs)),
+		opts:    o,
+		clock:   o.Clock,
+		closing: make(chan struct{}),
+		shut:    make(chan struct{}),
+	}
 	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
 			return nil, fmt.Errorf("redlock: node %d is nil", i+1)
 		}
 		for j := range i {
-			if rdbs[j] == rdb {
+			if sameClient(rdbs[j], rdb) {
 				return nil, fmt.Errorf("redlock: nodes %d and %d are the same client", j+1, i+1)
 			}
 		}
@@ -124,29 +138,55 @@ func isNilPointer(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// Close waits until every node call the Client started has returned, including calls
-// a step stopped waiting for (a stalled node's call ends when go-redis gives up on it),
-// then closes the go-redis clients if NewFromURLs made them. Steps started after Close
-// fail with ErrClosed. Close is safe to call more than once.
+// sameClient reports whether a and b are the same pointer. Values of other kinds are
+// never the same client (and == could panic on an uncomparable wrapper type).
+func sameClient(a, b any) bool {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	return va.Kind() == reflect.Pointer && vb.Kind() == reflect.Pointer &&
+		va.Type() == vb.Type() && va.Pointer() == vb.Pointer()
+}
+
+// Close makes new steps fail with ErrClosed and waiting Acquires give up, waits until
+// every step in progress has finished (a failed attempt's clean-up included) and every
+// node call the Client started has returned (a stalled node's call ends when go-redis
+// gives up on it: its ReadTimeout, 3 s by default, times its retries), then closes the
+// go-redis clients if NewFromURLs made them. Release your locks before Close; Release
+// after Close returns ErrClosed and leaves the keys to expire. Every call of Close waits
+// and returns the same result.
 func (c *Client) Close() error {
 	c.closeMu.Lock()
-	already := c.closed
+	first := !c.closed
 	c.closed = true
 	c.closeMu.Unlock()
-	if already {
-		return nil
+	if !first {
+		<-c.shut
+		return c.shutErr
 	}
+	close(c.closing)
 	c.calls.Wait()
-	if !c.owned {
-		return nil
-	}
-	var errs *multierror.Error
-	for _, n := range c.nodes {
-		if err := n.rdb.Close(); err != nil {
-			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: err})
+	if c.owned {
+		var errs *multierror.Error
+		for _, n := range c.nodes {
+			if err := n.rdb.Close(); err != nil {
+				errs = multierror.Append(errs, &NodeError{Node: n.name, Err: err})
+			}
 		}
+		c.shutErr = errs.ErrorOrNil()
 	}
-	return errs.ErrorOrNil()
+	close(c.shut)
+	return c.shutErr
+}
+
+// enter registers a step that Close must wait for; it fails once Close has begun.
+// The caller must call c.calls.Done when the step is over.
+func (c *Client) enter() bool {
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.calls.Add(1)
+	return true
 }
 
 // Acquire takes the lock named key for ttl, retrying after each failed attempt (with the
@@ -154,8 +194,10 @@ func (c *Client) Close() error {
 // attempts have failed. The returned Lock is held until Lock.Until, which is at most
 // ttl − drift after the attempt started. On failure it returns a *QuorumError matching
 // ErrNotAcquired (the key is held elsewhere, or ctx ended) or ErrUnavailable (too many
-// nodes failed), and ctx.Err() when ctx ended; no key of this call is left behind on any
-// node that answers.
+// nodes failed), and ctx.Err() when ctx ended; it fails with ErrClosed once Close was
+// called. A failed attempt's keys are released on every node, after that node's SET
+// call has returned (a node stalled past go-redis's ReadTimeout may still keep one
+// until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	return c.acquire(ctx, key, ttl, c.opts.MaxAttempts)
 }
@@ -172,13 +214,15 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, max
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	id, err := uuid.NewRandom() // 122 random bits from crypto/rand, unique per call
-	if err != nil {
-		return nil, fmt.Errorf("redlock: making a token: %w", err)
-	}
-	token := id.String()
 	for attempt := 1; ; attempt++ {
-		lock, qe := c.attempt(ctx, key, token, ttl)
+		if !c.enter() {
+			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+		}
+		lock, qe, err := c.attempt(ctx, key, ttl)
+		c.calls.Done()
+		if err != nil { // no token could be made
+			return nil, err
+		}
 		if qe == nil {
 			return lock, nil
 		}
@@ -189,6 +233,8 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, max
 		case <-ctx.Done():
 			qe.kind, qe.ctxErr = ErrNotAcquired, ctx.Err()
 			return nil, qe
+		case <-c.closing:
+			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, qe)
 		case <-c.clock.After(c.opts.RetryDelay(attempt)):
 		}
 	}
@@ -196,18 +242,67 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, max
 
 // attempt is one round of the algorithm: send the acquire script to all nodes at once,
 // count the answers, compute the validity left, and keep the lock only with a majority
-// and positive validity; otherwise release it on every node.
-func (c *Client) attempt(ctx context.Context, key, token string, ttl time.Duration) (*Lock, *QuorumError) {
+// and positive validity; otherwise release it on every node. With fencing, a round that
+// failed only because nodes refused the proposed token is repeated at once with a token
+// above the counters they reported, a few times.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err)
+		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
 	}
+	ms := ttl.Milliseconds()
+	if !c.opts.Fencing {
+		token, err := newToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
+		return lock, qe, nil
+	}
+	keys := []string{key, fenceKey(key)}
+	fence, qe := c.proposal(ctx, key, keys)
+	if qe != nil {
+		return nil, qe, nil
+	}
+	const maxProposals = 3
+	for n := 1; ; n++ {
+		token, err := newToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		lock, qe, t := c.round(ctx, key, token, ttl, stepFencedAcquire, keys, []any{token, ms, fence}, fence)
+		if lock != nil {
+			c.fences.raise(key, fence)
+			return lock, nil, nil
+		}
+		c.fences.raise(key, t.high)
+		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
+			return nil, qe, nil
+		}
+		fence = max(fence, t.high) + 1
+	}
+}
+
+// newToken returns 122 random bits from crypto/rand as a UUID v4 string. Every round
+// has its own token: a clean-up DEL still queued behind a stalled node must never match
+// a later round's key, or it could delete a key that round counted in its majority.
+func newToken() (string, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("redlock: making a token: %w", err)
+	}
+	return id.String(), nil
+}
+
+// round is one acquisition round with the given step; fence is the proposed fencing
+// token (0 without fencing).
+func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
 	start := c.clock.Now()
-	r := c.start(ctx, acquireScript, key, []any{token, ttl.Milliseconds()}, nil, false)
+	r := c.start(ctx, st, keys, args, nil, false)
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, ttl: ttl, until: now.Add(v), calls: r.done}, nil
+		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r.done}, nil, t
 	}
 	c.cleanup(ctx, key, token, r.done)
 	kind := ErrUnavailable
@@ -216,7 +311,26 @@ func (c *Client) attempt(ctx context.Context, key, token string, ttl time.Durati
 	}
 	qe := c.quorumError("acquire", key, t, errs, kind, ctxErr)
 	qe.Late = t.won()
-	return nil, qe
+	return nil, qe, t
+}
+
+// proposal returns the fencing token to propose for key: one above the highest
+// counter this Client has seen for it, or else one above the highest counter a
+// majority of nodes reports (phase 1 of the fenced acquire). Safety does not depend on
+// this guess: a node refuses a token that is not above its counter.
+func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError) {
+	if seen, ok := c.fences.get(key); ok {
+		return seen + 1, nil
+	}
+	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false), true)
+	if ctxErr != nil || !t.won() {
+		kind := ErrUnavailable
+		if ctxErr != nil {
+			kind = ErrNotAcquired
+		}
+		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr)
+	}
+	return t.high + 1, nil
 }
 
 // cleanup undoes a failed attempt: the release script goes to every node, including
@@ -226,7 +340,7 @@ func (c *Client) attempt(ctx context.Context, key, token string, ttl time.Durati
 // finish in the background (see Close).
 func (c *Client) cleanup(ctx context.Context, key, token string, after []chan struct{}) {
 	ctx = context.WithoutCancel(ctx)
-	c.gather(ctx, c.start(ctx, releaseScript, key, []any{token}, after, true), false)
+	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, []any{token}, after, true), false)
 }
 
 func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {
@@ -244,6 +358,7 @@ type Lock struct {
 	c     *Client
 	key   string
 	token string
+	fence int64 // with Options.Fencing, else 0
 
 	op    sync.Mutex      // serializes Extend and Release; guards calls
 	calls []chan struct{} // calls[i] is closed when this lock's latest call to node i returned
@@ -258,8 +373,16 @@ type Lock struct {
 // Key returns the lock's key.
 func (l *Lock) Key() string { return l.key }
 
-// Token returns the random value that marks this holder's keys on the nodes.
+// Token returns the random value that marks this holder's keys on the nodes (the token
+// of the attempt that won).
 func (l *Lock) Token() string { return l.token }
+
+// Fence returns the lock's fencing token when the Client has Options.Fencing, else 0.
+// For one key, a lock whose Acquire started after another lock's Acquire returned has a
+// strictly greater token (under the assumptions in docs/safety.md), whatever the clocks,
+// pauses and delays. Give it to the protected resource with every write; the resource
+// must reject a write whose token is below the highest it has accepted.
+func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 
 // Until returns when the lock's validity ends, on the local monotonic clock: up to then,
 // no other client can hold it (under the assumptions in the package documentation).
@@ -269,9 +392,10 @@ func (l *Lock) Until() time.Time {
 	return l.until
 }
 
-// Extend resets the lock's TTL to ttl on every node that still holds its token. It
-// succeeds only if a majority did so and validity remains (ttl − elapsed − drift > 0);
-// Until then moves to the new end. It never re-creates a key that expired on a node.
+// Extend sets the lock's TTL to ttl on every node that still holds its token (a node's
+// TTL is never shortened). It succeeds only if a majority did so and validity remains
+// (ttl − elapsed − drift > 0); Until then moves to the new end. It never re-creates a
+// key that expired on a node.
 // It fails with ErrLockLost if the lock was released, its validity ran out, or too
 // many nodes no longer hold its token, and with ErrUnavailable if too many nodes failed;
 // a failed Extend never releases the lock, but Until may move earlier (a node that got
@@ -283,6 +407,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
+	if !c.enter() {
+		return fmt.Errorf("redlock: extend %q: %w", l.key, ErrClosed)
+	}
+	defer c.calls.Done()
 	start := c.clock.Now()
 	if err := l.check("extend", start); err != nil {
 		return err
@@ -290,7 +418,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, extendScript, l.key, []any{l.token, ttl.Milliseconds()}, l.calls, false)
+	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.clock.Now()
@@ -329,6 +457,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.stopKeeper(errReleased) // before taking l.op: the keeper may be inside Extend
 	l.op.Lock()
 	defer l.op.Unlock()
+	if !c.enter() {
+		return fmt.Errorf("redlock: release %q: %w", l.key, ErrClosed)
+	}
+	defer c.calls.Done()
 	now := c.clock.Now()
 	l.mu.Lock()
 	if l.released {
@@ -339,7 +471,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	expired := !now.Before(l.until)
 	l.mu.Unlock()
 
-	r := c.start(ctx, releaseScript, l.key, []any{l.token}, l.calls, true)
+	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	if ctxErr == nil && t.won() && !expired {

@@ -46,11 +46,11 @@ func TestTallyEverySubset(t *testing.T) {
 				for i := range n {
 					switch {
 					case taken&(1<<i) != 0:
-						tl.add(outNo)
+						tl.add(outNo, 0)
 					case failed&(1<<i) != 0:
-						tl.add(outFailed)
+						tl.add(outFailed, 0)
 					default:
-						tl.add(outYes)
+						tl.add(outYes, 1)
 					}
 				}
 				yes := n - bits.OnesCount(uint(taken)) - bits.OnesCount(uint(failed))
@@ -75,18 +75,18 @@ func TestTallyDecidesEarly(t *testing.T) {
 		if tl.won() || tl.lost() {
 			t.Fatalf("decided too early: %+v", tl)
 		}
-		tl.add(outYes)
+		tl.add(outYes, 1)
 	}
 	if !tl.won() {
 		t.Fatalf("3 of 5 yes must win: %+v", tl)
 	}
 	tl = newTally(5)
-	tl.add(outNo)
-	tl.add(outFailed)
+	tl.add(outNo, 0)
+	tl.add(outFailed, 0)
 	if tl.lost() {
 		t.Fatalf("2 of 5 against must not lose yet: %+v", tl)
 	}
-	tl.add(outNo)
+	tl.add(outNo, 0)
 	if !tl.lost() {
 		t.Fatalf("3 of 5 against must lose: %+v", tl)
 	}
@@ -135,6 +135,13 @@ func TestNewRejectsBadInput(t *testing.T) {
 			t.Errorf("%s: New = %v, %v; want nil and an error containing %q", tt.name, c, err, tt.want)
 		}
 	}
+	// Wrappers of an uncomparable type must not make New panic.
+	w1, w2 := wrapped{a, nil}, wrapped{b, nil}
+	if c, err := New([]redis.UniversalClient{w1, w2}, Options{}); err != nil {
+		t.Fatalf("wrapped clients: %v", err)
+	} else {
+		c.Close()
+	}
 	c, err := New([]redis.UniversalClient{a, b}, Options{})
 	if err != nil {
 		t.Fatalf("valid nodes: %v", err)
@@ -145,6 +152,12 @@ func TestNewRejectsBadInput(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// wrapped is a client wrapper whose values cannot be compared with ==.
+type wrapped struct {
+	redis.UniversalClient
+	tags []string
 }
 
 func TestBadKeyAndTTL(t *testing.T) {
@@ -192,8 +205,8 @@ func TestNewFromURLs(t *testing.T) {
 		t.Fatalf("password in node names: %q", joined)
 	}
 	o := c.nodes[1].rdb.(*redis.Client).Options()
-	if o.Username != "app" || o.Password != "s3cret" || o.DB != 2 || !o.ContextTimeoutEnabled {
-		t.Fatalf("node 2 options: user %q db %d ctxTimeout %v", o.Username, o.DB, o.ContextTimeoutEnabled)
+	if o.Username != "app" || o.Password != "s3cret" || o.DB != 2 || o.MaxRetries != 0 || o.ContextTimeoutEnabled {
+		t.Fatalf("node 2 options: user %q db %d retries %d ctxTimeout %v", o.Username, o.DB, o.MaxRetries, o.ContextTimeoutEnabled)
 	}
 	if c.nodes[2].rdb.(*redis.Client).Options().TLSConfig == nil {
 		t.Fatal("rediss:// must enable TLS")

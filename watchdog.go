@@ -135,7 +135,7 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		case err == nil:
 			failures = 0
 			next = c.clock.Now().Add(ttl / renewDivisor)
-		case errors.Is(err, ErrLockLost):
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
 			return err
 		case ctx.Err() != nil:
 			return context.Cause(ctx)

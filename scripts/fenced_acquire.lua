@@ -1,0 +1,30 @@
+-- fenced_acquire.lua: take the lock on one node with fencing token ARGV[3] (phase 2).
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fencing counter: a plain integer key, never given a TTL, only raised
+-- ARGV[1]  the token of this Acquire call
+-- ARGV[2]  the lock's time to live in milliseconds
+-- ARGV[3]  the proposed fencing token t (an integer ≥ 1)
+--
+-- Returns 1 when the key now holds ARGV[1] and the counter equals t; 0 when another
+-- token holds the key; −c when the proposal is refused because the counter c is above
+-- t, or equals t for another token (the client then proposes c + 1).
+--
+-- Why this keeps fencing tokens strictly increasing across the quorum: after a success
+-- here the counter is ≥ t and never falls; a later holder must succeed on at least one
+-- node of any earlier holder's majority, where it needs counter < its own t.
+local c = tonumber(redis.call('GET', KEYS[2])) or 0
+local t = tonumber(ARGV[3])
+local mine = redis.call('GET', KEYS[1]) == ARGV[1]
+if c > t or (c == t and not mine) then
+  return -c
+end
+if mine then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+if c < t then
+  redis.call('SET', KEYS[2], t)
+end
+return 1
