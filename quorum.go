@@ -40,9 +40,6 @@ func (t tally) quorum() int { return t.n/2 + 1 }
 // won reports that a majority said yes.
 func (t tally) won() bool { return t.yes >= t.quorum() }
 
-// lost reports that a majority can no longer say yes, whatever the pending nodes answer.
-func (t tally) lost() bool { return t.yes+t.pending < t.quorum() }
-
 // contended reports, for a step that was not won, whether the "no" answers alone ruled
 // out a majority (another holder: contention) rather than failures.
 func (t tally) contended() bool { return t.n-t.no < t.quorum() }

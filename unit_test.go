@@ -57,9 +57,6 @@ func TestTallyEverySubset(t *testing.T) {
 				if got, want := tl.won(), yes >= n/2+1; got != want {
 					t.Fatalf("N=%d taken=%b failed=%b: won=%v, want %v", n, taken, failed, got, want)
 				}
-				if tl.won() == tl.lost() {
-					t.Fatalf("N=%d taken=%b failed=%b: won and lost both %v once all answered", n, taken, failed, tl.won())
-				}
 				// Contention is the class only when the "no" answers alone rule out a majority.
 				if got, want := tl.contended(), n-bits.OnesCount(uint(taken)) < n/2+1; got != want {
 					t.Fatalf("N=%d taken=%b failed=%b: contended=%v, want %v", n, taken, failed, got, want)
@@ -69,26 +66,23 @@ func TestTallyEverySubset(t *testing.T) {
 	}
 }
 
-func TestTallyDecidesEarly(t *testing.T) {
+func TestTallyWinsOnMajority(t *testing.T) {
 	tl := newTally(5)
 	for range 3 {
-		if tl.won() || tl.lost() {
-			t.Fatalf("decided too early: %+v", tl)
+		if tl.won() {
+			t.Fatalf("won too early: %+v", tl)
 		}
 		tl.add(outYes, 1)
 	}
-	if !tl.won() {
-		t.Fatalf("3 of 5 yes must win: %+v", tl)
+	if !tl.won() || tl.pending != 2 {
+		t.Fatalf("3 of 5 yes must win with 2 pending: %+v", tl)
 	}
-	tl = newTally(5)
-	tl.add(outNo, 0)
+	tl = newTally(3)
+	tl.add(outRefused, -7)
 	tl.add(outFailed, 0)
-	if tl.lost() {
-		t.Fatalf("2 of 5 against must not lose yet: %+v", tl)
-	}
-	tl.add(outNo, 0)
-	if !tl.lost() {
-		t.Fatalf("3 of 5 against must lose: %+v", tl)
+	tl.add(outYes, 1)
+	if tl.won() || tl.no != 1 || tl.refused != 1 || tl.failed != 1 || tl.high != 7 {
+		t.Fatalf("refusal counts as no and reports its counter: %+v", tl)
 	}
 }
 
