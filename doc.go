@@ -4,7 +4,7 @@
 //
 // # The algorithm
 //
-//  1. Acquire makes a 128-bit random token (a UUID v4) for the call.
+//  1. Each attempt of Acquire makes a random token (a UUID v4 from crypto/rand).
 //  2. It sends SET key token NX PX ttl (scripts/acquire.lua) to all N nodes at once, each
 //     call bounded by Options.NodeTimeout.
 //  3. It measures the elapsed time on the monotonic clock from just before the first

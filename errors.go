@@ -60,7 +60,7 @@ type QuorumError struct {
 	Nodes   int    // how many nodes the client has
 	Needed  int    // the majority: Nodes/2 + 1
 	Agreed  int    // nodes that did what was asked
-	Refused int    // nodes where another token holds the key (acquire) or ours is gone
+	Refused int    // nodes that said no: held elsewhere, fencing token refused, or ours gone
 	Failed  int    // nodes that returned an error or did not reply in time
 
 	// Late reports that the validity had run out: for acquire and extend, a majority

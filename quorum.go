@@ -59,8 +59,8 @@ type round struct {
 	timeout <-chan time.Time
 }
 
-// start sends the step's script to every node at once, one goroutine per node, and returns the
-// round whose replies arrive on r.replies. Node calls run on a context the caller
+// start sends the step's script to every node at once, one goroutine per node, and
+// returns the round whose replies arrive on r.replies. Node calls run on a context the caller
 // cannot cancel and are tracked by c.calls, so none outlives Client.Close.
 //
 // after[i], when not nil, is the done channel of this lock's earlier call to node i: the
@@ -73,11 +73,11 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	r := &round{
 		replies: make(chan reply, n),
 		done:    make([]chan struct{}, n),
-		timeout: c.clock.After(c.opts.NodeTimeout),
+		timeout: c.opts.Clock.After(c.opts.NodeTimeout),
 	}
 	var deadline time.Time // for calls that wait behind an earlier one
 	if after != nil {
-		deadline = c.clock.Now().Add(c.opts.NodeTimeout)
+		deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	base := context.WithoutCancel(ctx)
@@ -91,12 +91,12 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 		go func(nd *node) {
 			defer c.calls.Done()
 			defer close(done)
-			select {
-			case <-wait: // nil (no earlier call) blocks, so this case is the fast path
-			default:
-				if wait != nil {
+			if wait != nil {
+				select {
+				case <-wait: // the earlier call has returned: send at once
+				default:
 					<-wait
-					if !always && !c.clock.Now().Before(deadline) {
+					if !always && !c.opts.Clock.Now().Before(deadline) {
 						r.replies <- reply{node: i, out: outFailed, err: errNodeBusy}
 						return
 					}

@@ -23,8 +23,7 @@ var ErrClosed = errors.New("redlock: client closed")
 type Client struct {
 	nodes []node
 	opts  Options // with defaults applied
-	clock Clock
-	owned bool // the go-redis clients were made by NewFromURLs and are closed by Close
+	owned bool    // the go-redis clients were made by NewFromURLs and are closed by Close
 
 	closeMu sync.RWMutex
 	closed  bool
@@ -105,7 +104,6 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 	c := &Client{
 		nodes:   make([]node, len(rdbs)),
 		opts:    o,
-		clock:   o.Clock,
 		closing: make(chan struct{}),
 		shut:    make(chan struct{}),
 	}
@@ -235,7 +233,7 @@ func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, max
 			return nil, qe
 		case <-c.closing:
 			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, qe)
-		case <-c.clock.After(c.opts.RetryDelay(attempt)):
+		case <-c.opts.Clock.After(c.opts.RetryDelay(attempt)):
 		}
 	}
 }
@@ -296,10 +294,10 @@ func newToken() (string, error) {
 // round is one acquisition round with the given step; fence is the proposed fencing
 // token (0 without fencing).
 func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
-	start := c.clock.Now()
+	start := c.opts.Clock.Now()
 	r := c.start(ctx, st, keys, args, nil, false)
 	t, errs, ctxErr := c.gather(ctx, r, true)
-	now := c.clock.Now()
+	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
 		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r.done}, nil, t
@@ -394,24 +392,22 @@ func (l *Lock) Until() time.Time {
 
 // Extend sets the lock's TTL to ttl on every node that still holds its token (a node's
 // TTL is never shortened). It succeeds only if a majority did so and validity remains
-// (ttl − elapsed − drift > 0); Until then moves to the new end. It never re-creates a
-// key that expired on a node.
-// It fails with ErrLockLost if the lock was released, its validity ran out, or too
-// many nodes no longer hold its token, and with ErrUnavailable if too many nodes failed;
-// a failed Extend never releases the lock, but Until may move earlier (a node that got
-// the new TTL may expire sooner than the old end).
+// (ttl − elapsed − drift > 0); Until then moves to the new end if that is later. It never
+// re-creates a key that expired on a node. It fails with ErrLockLost if the lock was
+// released, its validity ran out, or too many nodes no longer hold its token, and with
+// ErrUnavailable if too many nodes failed; a failed Extend leaves Until as it was (no
+// node's TTL got shorter) and never releases the lock.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return err
 	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if !c.enter() {
-		return fmt.Errorf("redlock: extend %q: %w", l.key, ErrClosed)
+	end, err := l.begin("extend")
+	if err != nil {
+		return err
 	}
-	defer c.calls.Done()
-	start := c.clock.Now()
+	defer end()
+	start := c.opts.Clock.Now()
 	if err := l.check("extend", start); err != nil {
 		return err
 	}
@@ -421,18 +417,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
-	now := c.clock.Now()
+	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	until := now.Add(v)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ctxErr == nil && t.won() && v > 0 {
-		l.until, l.ttl = until, ttl
+		// The majority that said yes holds our key at least until the new end, and
+		// (TTLs never shrink) at least until the old one.
+		l.until, l.ttl = later(l.until, until), ttl
 		return nil
-	}
-	if until.Before(l.until) {
-		l.until = until // the new TTL may have landed on nodes that did not answer yes
 	}
 	kind := ErrUnavailable
 	if t.contended() || v <= 0 || !now.Before(l.until) {
@@ -455,13 +450,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	l.stopKeeper(errReleased) // before taking l.op: the keeper may be inside Extend
-	l.op.Lock()
-	defer l.op.Unlock()
-	if !c.enter() {
-		return fmt.Errorf("redlock: release %q: %w", l.key, ErrClosed)
+	end, err := l.begin("release")
+	if err != nil {
+		return err
 	}
-	defer c.calls.Done()
-	now := c.clock.Now()
+	defer end()
+	now := c.opts.Clock.Now()
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
@@ -484,6 +478,28 @@ func (l *Lock) Release(ctx context.Context) error {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// begin starts a step on the lock: one at a time (l.op), and registered with the
+// Client so that Close waits for it. end finishes it.
+func (l *Lock) begin(op string) (end func(), err error) {
+	l.op.Lock()
+	if !l.c.enter() {
+		l.op.Unlock()
+		return nil, fmt.Errorf("redlock: %s %q: %w", op, l.key, ErrClosed)
+	}
+	return func() {
+		l.c.calls.Done()
+		l.op.Unlock()
+	}, nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // check returns ErrLockLost if the lock was released or its validity is over at now.

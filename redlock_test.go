@@ -385,6 +385,20 @@ func TestExtend(t *testing.T) {
 			t.Fatalf("node %d PTTL %v after Extend(30s)", i+1, pttl)
 		}
 	}
+	// A shorter Extend shortens nothing: not the nodes' TTLs, not Until.
+	until := lock.Until()
+	if err := lock.Extend(t.Context(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	if lock.Until().Before(until) {
+		t.Fatalf("Extend(1s) moved Until from %v back to %v", until, lock.Until())
+	}
+	for i, a := range c.admin {
+		if pttl := a.PTTL(t.Context(), "extend").Val(); pttl < 28*time.Second {
+			t.Fatalf("node %d PTTL %v after Extend(1s): a TTL was shortened", i+1, pttl)
+		}
+	}
 	// Keys gone on two of three nodes: Extend fails and does not bring them back.
 	c.admin[0].Del(t.Context(), "extend")
 	c.admin[1].Del(t.Context(), "extend")

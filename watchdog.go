@@ -102,11 +102,11 @@ func (l *Lock) detach(k *keeper) {
 func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	c := l.c
 	failures := 0
-	prev := c.clock.Now()
+	prev := c.opts.Clock.Now()
 	_, ttl := l.deadline()
 	next := prev.Add(ttl / renewDivisor)
 	for {
-		now := c.clock.Now()
+		now := c.opts.Clock.Now()
 		until, ttl := l.deadline()
 		if gap := clockGap(prev, now); gap > drift(ttl, c.opts.DriftFactor) {
 			return lostError("keep alive", l.key, fmt.Sprintf("wall and monotonic clocks moved apart by %v (suspended?)", gap.Round(time.Millisecond)))
@@ -126,7 +126,7 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 				return context.Canceled
 			case <-ctx.Done():
 				return context.Cause(ctx)
-			case <-c.clock.After(wait):
+			case <-c.opts.Clock.After(wait):
 			}
 			continue
 		}
@@ -134,14 +134,14 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		switch {
 		case err == nil:
 			failures = 0
-			next = c.clock.Now().Add(ttl / renewDivisor)
+			next = c.opts.Clock.Now().Add(ttl / renewDivisor)
 		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
 			return err
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
 		default: // ErrUnavailable: try again soon, while time remains
 			failures++
-			next = c.clock.Now().Add(c.opts.RetryDelay(failures))
+			next = c.opts.Clock.Now().Add(c.opts.RetryDelay(failures))
 		}
 	}
 }
