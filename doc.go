@@ -10,8 +10,9 @@
 //  3. It measures the elapsed time on the monotonic clock from just before the first
 //     request; validity = ttl − elapsed − (ttl × DriftFactor + 2 ms).
 //  4. The lock is granted iff at least N/2+1 nodes said yes and validity > 0. Otherwise
-//     the key is released on every node (a timed-out SET may still land) and Acquire
-//     retries after a jittered delay until its context ends.
+//     the key is released on every node that may hold it (a timed-out SET may still
+//     land) and Acquire retries when the lock is released, or after a jittered delay,
+//     until its context ends.
 //  5. Release and Extend compare the token before DEL or PEXPIRE (scripts/release.lua,
 //     scripts/extend.lua), so a late holder never touches the next holder's lock.
 //
@@ -30,6 +31,15 @@
 // Nothing protects work that runs past Until: a process paused (GC, SIGSTOP, swapping)
 // after Acquire returned can wake up after another holder took over. Check Until before
 // each side effect, keep work well inside the TTL, and fence the protected resource.
+//
+// # Waiting for a lock
+//
+// Acquire calls of one Client for the same key queue in arrival order, and a release
+// wakes the next one at once: releases by this Client directly, releases by other
+// Clients through an announcement that release.lua publishes on each node and the
+// waiting Client hears over one pub/sub connection per node. Polling with
+// Options.RetryDelay remains the fallback (for a lock that expires, or announcements
+// lost while a node is down).
 //
 // # Errors
 //

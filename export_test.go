@@ -9,3 +9,16 @@ func (l *Lock) WaitForCalls() {
 		<-done
 	}
 }
+
+// Waiting returns how many Acquire calls of this Client wait for key.
+func (c *Client) Waiting(key string) int {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	if kq := c.queues.keys[key]; kq != nil {
+		return len(kq.queue)
+	}
+	return 0
+}
+
+// ReleaseChannel is the channel on which release.lua announces key's releases.
+var ReleaseChannel = releaseChannel

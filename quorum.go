@@ -57,38 +57,57 @@ type round struct {
 	replies chan reply      // buffered to n: a late reply never blocks its goroutine
 	done    []chan struct{} // done[i] is closed once node i's call has returned
 	timeout <-chan time.Time
+	outs    []outcome // what each node answered, as far as gather heard (0: no answer)
 }
 
-// start sends the step's script to every node at once, one goroutine per node, and
-// returns the round whose replies arrive on r.replies. Node calls run on a context the caller
-// cannot cancel and are tracked by c.calls, so none outlives Client.Close.
+// unset reports, for each node, whether it answered that it did not set our key (held
+// by another token, or refused by its fencing counter): the clean-up can skip it.
+func (r *round) unset() []bool {
+	skip := make([]bool, len(r.outs))
+	for i, o := range r.outs {
+		skip[i] = o == outNo || o == outRefused
+	}
+	return skip
+}
+
+// start sends the step's script to every node at once, one call per node on c.workers,
+// and returns the round whose replies arrive on r.replies. Node calls run on a context
+// the caller cannot cancel and are tracked by c.calls, so none outlives Client.Close.
 //
 // after[i], when not nil, is the done channel of this lock's earlier call to node i: the
 // new call is sent only once that one has returned, so a DEL never overtakes a SET still
 // in flight on the same node. If the node timeout has passed by then, the call is sent
 // anyway when always is set (a release must land), and dropped otherwise (stale extends
-// would only pile up behind a stalled node).
-func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool) *round {
+// would only pile up behind a stalled node). Nodes with skip[i] set get no call and count
+// as having answered no.
+func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool, skip []bool) *round {
 	n := len(c.nodes)
 	r := &round{
 		replies: make(chan reply, n),
 		done:    make([]chan struct{}, n),
 		timeout: c.opts.Clock.After(c.opts.NodeTimeout),
+		outs:    make([]outcome, n),
 	}
 	var deadline time.Time // for calls that wait behind an earlier one
 	if after != nil {
 		deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
-	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	base := context.WithoutCancel(ctx)
 	for i := range c.nodes {
 		done := make(chan struct{})
 		r.done[i] = done
+		if skip != nil && skip[i] {
+			close(done)
+			r.replies <- reply{node: i, out: outNo}
+			continue
+		}
+		c.calls.Add(1) // the caller holds an operation (Client.enter), so Close is waiting
 		var wait chan struct{}
 		if after != nil {
 			wait = after[i]
 		}
-		go func(nd *node) {
+		nd := &c.nodes[i]
+		c.workers.run(func() {
 			defer c.calls.Done()
 			defer close(done)
 			if wait != nil {
@@ -109,7 +128,7 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 			out, v, err := nd.run(cctx, st, keys, args)
 			cancel()
 			r.replies <- reply{node: i, out: out, val: v, err: err}
-		}(&c.nodes[i])
+		})
 	}
 	return r
 }
@@ -130,6 +149,7 @@ wait:
 		select {
 		case rep := <-r.replies:
 			answered[rep.node] = true
+			r.outs[rep.node] = rep.out
 			t.add(rep.out, rep.val)
 			causes[rep.node] = rep.err
 		case <-r.timeout:

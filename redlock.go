@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"sync"
@@ -32,7 +33,9 @@ type Client struct {
 	shutErr error          // what the first Close returned
 	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
 
-	fences fenceCache // with Options.Fencing: the highest counter seen per key
+	fences  fenceCache // with Options.Fencing: the highest counter seen per key
+	queues  queues     // waiting Acquire calls per key, and release subscriptions
+	workers *workers   // the goroutines that make node calls
 }
 
 // New returns a Client over the given go-redis clients, one per independent Redis
@@ -107,6 +110,8 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		closing: make(chan struct{}),
 		shut:    make(chan struct{}),
 	}
+	c.queues.c = c
+	c.workers = newWorkers()
 	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
@@ -162,6 +167,8 @@ func (c *Client) Close() error {
 	}
 	close(c.closing)
 	c.calls.Wait()
+	c.queues.close()
+	c.workers.stop()
 	if c.owned {
 		var errs *multierror.Error
 		for _, n := range c.nodes {
@@ -187,55 +194,109 @@ func (c *Client) enter() bool {
 	return true
 }
 
-// Acquire takes the lock named key for ttl, retrying after each failed attempt (with the
-// delay Options.RetryDelay gives) until it succeeds, ctx ends, or Options.MaxAttempts
-// attempts have failed. The returned Lock is held until Lock.Until, which is at most
-// ttl − drift after the attempt started. On failure it returns a *QuorumError matching
-// ErrNotAcquired (the key is held elsewhere, or ctx ended) or ErrUnavailable (too many
-// nodes failed), and ctx.Err() when ctx ended; it fails with ErrClosed once Close was
-// called. A failed attempt's keys are released on every node, after that node's SET
-// call has returned (a node stalled past go-redis's ReadTimeout may still keep one
+// Acquire takes the lock named key for ttl, retrying after each failed attempt until it
+// succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts as soon
+// as the lock is released (by this Client, or announced by a majority of nodes; see
+// Client's documentation), and otherwise after the delay Options.RetryDelay gives.
+// Acquire calls of one Client for the same key wait their turn in arrival order.
+// The returned Lock is held until Lock.Until, which is at most ttl − drift after the
+// attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
+// is held elsewhere, or ctx ended) or ErrUnavailable (too many nodes failed), and
+// ctx.Err() when ctx ended; it fails with ErrClosed once Close was called. A failed
+// attempt's keys are released on every node that may have set them, after that node's
+// SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
 // until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(ctx, key, ttl, c.opts.MaxAttempts)
-}
-
-// TryAcquire is Acquire with exactly one attempt.
-func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	return c.acquire(ctx, key, ttl, 1)
-}
-
-func (c *Client) acquire(ctx context.Context, key string, ttl time.Duration, maxAttempts int) (*Lock, error) {
-	if key == "" {
-		return nil, errEmptyKey
-	}
-	if err := c.opts.checkTTL(ttl); err != nil {
+	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		if !c.enter() {
+	t := c.queues.join(key)
+	defer t.leave()
+	if err := t.wait(ctx, c.closing); err != nil {
+		if errors.Is(err, ErrClosed) {
 			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
 		}
-		lock, qe, err := c.attempt(ctx, key, ttl)
-		c.calls.Done()
-		if err != nil { // no token could be made
-			return nil, err
-		}
-		if qe == nil {
-			return lock, nil
-		}
-		if qe.ctxErr != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
-			return nil, qe
+		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err)
+	}
+	var last *QuorumError
+	var took time.Duration // how long the latest attempt took
+	for attempt := 1; ; {
+		wake := t.woken()
+		if now := c.opts.Clock.Now(); !t.heldHere(now) {
+			lock, qe, err := c.try(ctx, key, ttl)
+			took = c.opts.Clock.Now().Sub(now)
+			if lock != nil || err != nil {
+				return lock, err
+			}
+			last = qe
+			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) {
+				return nil, qe
+			}
+			if qe.Refused > 0 {
+				t.subscribe() // held elsewhere: hear when it is released
+			}
+			attempt++
 		}
 		select {
 		case <-ctx.Done():
-			qe.kind, qe.ctxErr = ErrNotAcquired, ctx.Err()
-			return nil, qe
+			if last == nil {
+				last = c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, nil)
+			}
+			last.kind, last.ctxErr = ErrNotAcquired, ctx.Err()
+			return nil, last
 		case <-c.closing:
-			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, qe)
-		case <-c.opts.Clock.After(c.opts.RetryDelay(attempt)):
+			if last == nil {
+				return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+			}
+			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
+		case <-wake:
+			if t.remote() && took > 0 {
+				// Every Client waiting for this key woke at the same announcement; if all
+				// tried at once they could split the votes so that none wins. A random
+				// pause of up to one attempt's duration lets one of them go first.
+				select {
+				case <-c.opts.Clock.After(rand.N(took)):
+				case <-ctx.Done():
+				}
+			}
+		case <-c.opts.Clock.After(c.opts.RetryDelay(max(attempt-1, 1))):
 		}
 	}
+}
+
+// TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
+// behind this Client's waiting Acquire calls).
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	lock, qe, err := c.try(ctx, key, ttl)
+	if lock != nil || err != nil {
+		return lock, err
+	}
+	return nil, qe
+}
+
+// check validates Acquire's arguments.
+func (c *Client) check(key string, ttl time.Duration) error {
+	if key == "" {
+		return errEmptyKey
+	}
+	return c.opts.checkTTL(ttl)
+}
+
+// try runs one attempt registered with Close, and records a granted lock for this
+// Client's waiters. err is set when the attempt could not run at all.
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
+	if !c.enter() {
+		return nil, nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+	}
+	lock, qe, err := c.attempt(ctx, key, ttl)
+	c.calls.Done()
+	if lock != nil {
+		c.queues.granted(lock)
+	}
+	return lock, qe, err
 }
 
 // attempt is one round of the algorithm: send the acquire script to all nodes at once,
@@ -295,14 +356,14 @@ func newToken() (string, error) {
 // token (0 without fencing).
 func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, st, keys, args, nil, false)
+	r := c.start(ctx, st, keys, args, nil, false, nil)
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
 		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r.done}, nil, t
 	}
-	c.cleanup(ctx, key, token, r.done)
+	c.cleanup(ctx, key, token, r)
 	kind := ErrUnavailable
 	if ctxErr != nil || t.contended() {
 		kind = ErrNotAcquired
@@ -320,7 +381,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 	if seen, ok := c.fences.get(key); ok {
 		return seen + 1, nil
 	}
-	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false), true)
+	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
 	if ctxErr != nil || !t.won() {
 		kind := ErrUnavailable
 		if ctxErr != nil {
@@ -331,14 +392,17 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 	return t.high + 1, nil
 }
 
-// cleanup undoes a failed attempt: the release script goes to every node, including
-// nodes that failed or timed out (their SET may still land), each only after that
-// node's acquire call has returned so the DEL cannot overtake the SET. It runs on a
-// context the caller cannot cancel and waits at most the node timeout; calls still out
-// finish in the background (see Close).
-func (c *Client) cleanup(ctx context.Context, key, token string, after []chan struct{}) {
+// cleanup undoes a failed attempt: the release script goes to every node that may have
+// set our key, including nodes that failed or timed out (their SET may still land); only
+// nodes that answered that another token holds the key, or that refused our fencing
+// token, are skipped. Each release is sent only after that node's acquire call has
+// returned, so the DEL cannot overtake the SET. It runs on a context the caller cannot
+// cancel and waits at most the node timeout; calls still out finish in the background
+// (see Close).
+func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
-	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, []any{token}, after, true), false)
+	args := []any{token, releaseChannel(key)}
+	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, args, r.done, true, r.unset()), false)
 }
 
 func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {
@@ -414,7 +478,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false)
+	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false, nil)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -465,9 +529,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	expired := !now.Before(l.until)
 	l.mu.Unlock()
 
-	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true)
+	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token, releaseChannel(l.key)}, l.calls, true, nil)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
+	c.queues.released(l)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}

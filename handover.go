@@ -1,0 +1,349 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fast hand-over: waiters do not depend on polling alone.
+//
+//   - Inside one Client, blocking Acquire calls for the same key queue up in arrival
+//     order and only the head of the queue runs attempts. A Release of this Client's
+//     lock wakes the head at once, and while a lock of this Client still holds the key
+//     within its validity the head does not send doomed attempts at all. A goroutine
+//     that releases and immediately calls Acquire again joins the back of the queue,
+//     so it cannot starve the others.
+//   - Across Clients, release.lua publishes the released token on the key's channel
+//     (releaseChannel) on every node that deleted the key. A Client subscribes, one
+//     connection per node shared by all its keys, to the channels of keys its waiters
+//     found taken, and wakes the head when a majority of nodes reported the same token
+//     released: the key is then free on a majority and the next attempt can win.
+//   - Polling with Options.RetryDelay stays as the fallback: a lock that expires is
+//     never announced, and notices are lost while a node is down or reconnecting.
+
+// releaseChannel is the pub/sub channel on which release.lua announces that key was
+// released; the message is the released (now dead) token.
+func releaseChannel(key string) string { return "redlock:released:" + key }
+
+// queues is a Client's per-key state for waiting Acquire calls and its subscriptions.
+type queues struct {
+	c     *Client
+	mu    sync.Mutex
+	keys  map[string]*keyQueue
+	chans map[string]string // subscribed channel → key
+
+	start     sync.Once
+	listeners []*listener // one per node, made at the first subscription
+	wg        sync.WaitGroup
+	closed    bool
+	swept     time.Time // when idle keys were last looked for
+}
+
+// A key whose queue emptied keeps its subscription for linger, so a client that takes
+// the same contended lock again and again is not subscribing and unsubscribing all the
+// time (and missing the announcements in between).
+const linger = 5 * time.Second
+
+// keyQueue is the state of one key that has blocking Acquire calls waiting in this
+// Client. It exists while its queue is not empty, and for linger after that if it is
+// subscribed.
+type keyQueue struct {
+	idle       time.Time          // when the queue last became empty; zero while in use
+	queue      []chan struct{}    // turns in arrival order; queue[0]'s is closed (its turn)
+	wake       chan struct{}      // closed and replaced when the lock may have become free
+	holders    map[*Lock]struct{} // this Client's locks on the key, granted while queued
+	subscribed bool
+	notices    map[string]int // released token → nodes that announced it
+	remote     bool           // the latest wake-up came from the nodes, not this Client
+}
+
+// maxNotices bounds a key's pending notices (tokens a minority announced, such as the
+// clean-up of a failed attempt); past it they are forgotten.
+const maxNotices = 64
+
+// ticket is one blocking Acquire call's place in its key's queue.
+type ticket struct {
+	q    *queues
+	key  string
+	kq   *keyQueue
+	turn chan struct{}
+}
+
+// join puts a blocking Acquire for key at the back of its queue.
+func (q *queues) join(key string) *ticket {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.keys == nil {
+		q.keys = make(map[string]*keyQueue)
+	}
+	kq := q.keys[key]
+	if kq == nil {
+		kq = &keyQueue{wake: make(chan struct{})}
+		q.keys[key] = kq
+	}
+	kq.idle = time.Time{}
+	t := &ticket{q: q, key: key, kq: kq, turn: make(chan struct{})}
+	if len(kq.queue) == 0 {
+		close(t.turn)
+	}
+	kq.queue = append(kq.queue, t.turn)
+	return t
+}
+
+// wait blocks until it is t's turn to run attempts, ctx ends or the Client closes.
+func (t *ticket) wait(ctx context.Context, closing <-chan struct{}) error {
+	select {
+	case <-t.turn:
+		return nil
+	default:
+	}
+	select {
+	case <-t.turn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return ErrClosed
+	}
+}
+
+// leave takes t out of its queue, handing the turn to the next call if t had it. The
+// last one out drops the key's state, or marks it idle if it is subscribed.
+func (t *ticket) leave() {
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := t.kq
+	for i, turn := range kq.queue {
+		if turn == t.turn {
+			kq.queue = append(kq.queue[:i], kq.queue[i+1:]...)
+			if i == 0 && len(kq.queue) > 0 {
+				close(kq.queue[0])
+			}
+			break
+		}
+	}
+	if len(kq.queue) > 0 {
+		return
+	}
+	now := time.Now()
+	if kq.subscribed {
+		kq.idle = now
+	} else {
+		delete(q.keys, t.key)
+	}
+	if now.Sub(q.swept) >= linger {
+		q.swept = now
+		q.sweep(now)
+	}
+}
+
+// sweep drops the keys that have been idle for linger, and their subscriptions.
+// Callers hold q.mu.
+func (q *queues) sweep(now time.Time) {
+	dropped := false
+	for key, kq := range q.keys {
+		if !kq.idle.IsZero() && now.Sub(kq.idle) >= linger {
+			delete(q.keys, key)
+			delete(q.chans, releaseChannel(key))
+			dropped = true
+		}
+	}
+	if dropped {
+		q.changed()
+	}
+}
+
+// woken returns the channel that is closed at the next sign that the lock may be free.
+// Take it before an attempt, so that a release during the attempt is not missed.
+func (t *ticket) woken() <-chan struct{} {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.kq.wake
+}
+
+// remote reports whether the latest wake-up came from the nodes' announcements. The
+// heads of other Clients' queues heard the same announcements at the same moment.
+func (t *ticket) remote() bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.kq.remote
+}
+
+// heldHere reports whether a lock this Client granted on the key is still valid at now:
+// an attempt would then certainly fail.
+func (t *ticket) heldHere(now time.Time) bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	for l := range t.kq.holders {
+		if now.Before(l.Until()) {
+			return true
+		}
+		delete(t.kq.holders, l)
+	}
+	return false
+}
+
+// subscribe asks every node to announce releases of the key to this Client.
+func (t *ticket) subscribe() {
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t.kq.subscribed || q.closed {
+		return
+	}
+	t.kq.subscribed = true
+	if q.chans == nil {
+		q.chans = make(map[string]string)
+	}
+	q.chans[releaseChannel(t.key)] = t.key
+	q.start.Do(q.listen)
+	q.changed()
+}
+
+// granted records a lock of this Client on a key that has waiters here, so they do not
+// attempt while it is valid.
+func (q *queues) granted(l *Lock) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys[l.key]
+	if kq == nil {
+		return
+	}
+	if kq.holders == nil {
+		kq.holders = make(map[*Lock]struct{})
+	}
+	kq.holders[l] = struct{}{}
+}
+
+// released wakes the key's waiters after this Client released l.
+func (q *queues) released(l *Lock) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[l.key]; kq != nil {
+		delete(kq.holders, l)
+		kq.wakeUp(false)
+	}
+}
+
+// notice counts one node's announcement that token was released on key, and wakes the
+// key's waiters once a majority of nodes announced it.
+func (q *queues) notice(channel, token string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys[q.chans[channel]]
+	if kq == nil {
+		return
+	}
+	if kq.notices == nil || len(kq.notices) >= maxNotices {
+		kq.notices = make(map[string]int)
+	}
+	kq.notices[token]++
+	if kq.notices[token] == len(q.c.nodes)/2+1 {
+		kq.wakeUp(true)
+	}
+}
+
+func (kq *keyQueue) wakeUp(remote bool) {
+	kq.remote = remote
+	close(kq.wake)
+	kq.wake = make(chan struct{})
+}
+
+// changed tells every listener that the set of channels changed. Callers hold q.mu.
+func (q *queues) changed() {
+	for _, ls := range q.listeners {
+		select {
+		case ls.kick <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
+}
+
+// listener keeps one node's subscription in line with the channels the Client wants,
+// and forwards the node's release announcements.
+type listener struct {
+	ps   *redis.PubSub
+	kick chan struct{}
+	stop chan struct{}
+}
+
+// listen starts one listener per node. Called once, with q.mu held.
+func (q *queues) listen() {
+	for _, n := range q.c.nodes {
+		ls := &listener{
+			ps:   n.rdb.Subscribe(context.Background()),
+			kick: make(chan struct{}, 1),
+			stop: make(chan struct{}),
+		}
+		q.listeners = append(q.listeners, ls)
+		msgs := ls.ps.Channel()
+		q.wg.Add(2)
+		go func() { // deliver announcements
+			defer q.wg.Done()
+			for m := range msgs {
+				q.notice(m.Channel, m.Payload)
+			}
+		}()
+		go func() { // follow the wanted channels
+			defer q.wg.Done()
+			q.follow(ls)
+		}()
+	}
+}
+
+// follow subscribes ls to the channels the Client wants and unsubscribes it from the
+// others, each time it is kicked, until stopped. A node that is down makes these calls
+// fail or wait; go-redis keeps the wanted set and subscribes again on reconnection.
+func (q *queues) follow(ls *listener) {
+	have := make(map[string]bool)
+	for {
+		select {
+		case <-ls.stop:
+			return
+		case <-ls.kick:
+		}
+		q.mu.Lock()
+		var add, drop []string
+		for ch := range q.chans {
+			if !have[ch] {
+				add = append(add, ch)
+			}
+		}
+		for ch := range have {
+			if _, ok := q.chans[ch]; !ok {
+				drop = append(drop, ch)
+			}
+		}
+		q.mu.Unlock()
+		ctx := context.Background()
+		if len(add) > 0 {
+			_ = ls.ps.Subscribe(ctx, add...) // go-redis records them even on error
+			for _, ch := range add {
+				have[ch] = true
+			}
+		}
+		if len(drop) > 0 {
+			_ = ls.ps.Unsubscribe(ctx, drop...)
+			for _, ch := range drop {
+				delete(have, ch)
+			}
+		}
+	}
+}
+
+// close ends the subscriptions and waits for their goroutines.
+func (q *queues) close() {
+	q.mu.Lock()
+	q.closed = true
+	listeners := q.listeners
+	q.mu.Unlock()
+	for _, ls := range listeners {
+		close(ls.stop)
+		_ = ls.ps.Close() // ends its message channel
+	}
+	q.wg.Wait()
+}

@@ -1,0 +1,259 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// noPolling makes Acquire wait an hour between attempts: a waiter that gets the lock
+// within seconds was woken by a release notification, not by polling.
+var noPolling = redlock.Options{RetryDelay: func(int) time.Duration { return time.Hour }}
+
+// result is what a background Acquire returned.
+type result struct {
+	lock *redlock.Lock
+	err  error
+	at   time.Time
+}
+
+// acquireAsync runs Acquire in the background.
+func acquireAsync(ctx context.Context, client *redlock.Client, key string, ttl time.Duration) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		lock, err := client.Acquire(ctx, key, ttl)
+		out <- result{lock, err, time.Now()}
+	}()
+	return out
+}
+
+// eventually polls cond every millisecond until it holds, failing the test after 10 s.
+// It waits for state the test can only observe from outside (a subscription on a
+// server, a goroutine's place in a queue).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// subscribed reports whether every given node has a subscriber on key's release channel.
+func subscribed(ctx context.Context, admins []*redis.Client, key string) bool {
+	ch := redlock.ReleaseChannel(key)
+	for _, a := range admins {
+		n, err := a.PubSubNumSub(ctx, ch).Result()
+		if err != nil || n[ch] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// wantResult waits for a background Acquire and fails unless it got the lock.
+func wantResult(t *testing.T, what string, results <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-results:
+		if r.err != nil {
+			t.Fatalf("%s: %v", what, r.err)
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no lock 10 s after the release (polling is off)", what)
+		return result{}
+	}
+}
+
+// TestHandOverAcrossClients: a waiter in another Client wakes on the release
+// announcements of a majority of nodes, also with one node down.
+func TestHandOverAcrossClients(t *testing.T) {
+	for _, down := range []int{0, 1} {
+		t.Run(map[int]string{0: "all nodes up", 1: "one node down"}[down], func(t *testing.T) {
+			c := newCluster(t, 3, redistest.Options{}, noPolling)
+			waiter := c.newClient(noPolling)
+			holder, err := c.client.Acquire(t.Context(), "job", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := acquireAsync(t.Context(), waiter, "job", time.Minute)
+			eventually(t, "the waiter's subscriptions", func() bool { return subscribed(t.Context(), c.admin, "job") })
+			for _, s := range c.servers[:down] {
+				s.Kill()
+			}
+			released := time.Now()
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			r := wantResult(t, "waiter", results)
+			t.Logf("waiter got the lock %v after the release", r.at.Sub(released))
+			if err := r.lock.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestHandOverInsideClient: Acquire calls of one Client wait in arrival order, each
+// woken by the previous holder's Release; a releaser that asks again queues last.
+func TestHandOverInsideClient(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	first, err := c.client.Acquire(ctx, "queue", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiters []<-chan result
+	for i := range 3 {
+		waiters = append(waiters, acquireAsync(ctx, c.client, "queue", time.Minute))
+		eventually(t, "the waiter's place in the queue", func() bool { return c.client.Waiting("queue") == i+1 })
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := acquireAsync(ctx, c.client, "queue", time.Minute) // the releaser asks again at once
+	eventually(t, "the releaser in the queue", func() bool { return c.client.Waiting("queue") == 3 })
+	for i, results := range append(waiters, again) {
+		r := wantResult(t, "waiter", results)
+		select {
+		case other := <-again:
+			t.Fatalf("the releaser got the lock (err %v) while waiter %d held it", other.err, i+1)
+		default:
+		}
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHandOverFallsBackToPolling: with the notifications lost (subscriber connections
+// killed just before the release) or refused (no channel rights), and for a lock that
+// expires without a release, waiters still get the lock by polling.
+func TestHandOverFallsBackToPolling(t *testing.T) {
+	polling := redlock.Options{RetryDelay: redlock.ExponentialJitter(20*time.Millisecond, 50*time.Millisecond)}
+	c := newCluster(t, 3, redistest.Options{}, polling)
+	waiter := c.newClient(polling)
+	ctx := t.Context()
+
+	t.Run("notifications lost", func(t *testing.T) {
+		holder, err := c.client.Acquire(ctx, "lost", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := acquireAsync(ctx, waiter, "lost", time.Minute)
+		eventually(t, "the waiter's subscriptions", func() bool { return subscribed(ctx, c.admin, "lost") })
+		for _, a := range c.admin {
+			if err := a.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := wantResult(t, "waiter", results)
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("no channel rights", func(t *testing.T) {
+		for _, a := range c.admin {
+			if err := a.Do(ctx, "ACL", "SETUSER", "default", "resetchannels").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		holder, err := c.client.Acquire(ctx, "denied", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results := acquireAsync(ctx, waiter, "denied", time.Minute)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatalf("a refused PUBLISH must not fail the release: %v", err)
+		}
+		holder.WaitForCalls()
+		r := wantResult(t, "waiter", results)
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("expiry", func(t *testing.T) {
+		if _, err := c.client.Acquire(ctx, "expiring", 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		r := wantResult(t, "waiter", acquireAsync(ctx, waiter, "expiring", time.Minute))
+		if took := r.at.Sub(start); took < 200*time.Millisecond {
+			t.Fatalf("waiter got the lock after %v, before the holder's TTL ran out", took)
+		}
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestContendedAttemptSendsNoRelease: an attempt that every node refused because
+// another token holds the key costs one call per node: no clean-up is sent to nodes
+// that said our SET did not happen.
+func TestContendedAttemptSendsNoRelease(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	warm, err := c.client.TryAcquire(ctx, "warm", time.Second) // load the scripts
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	warm.WaitForCalls()
+	for _, a := range c.admin {
+		a.Set(ctx, "taken", "foreign", time.Minute)
+		if err := a.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.client.TryAcquire(ctx, "taken", time.Second)
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired", err)
+	}
+	for i, a := range c.admin {
+		stats, err := a.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := scriptCalls(stats)
+		if calls != 1 {
+			t.Fatalf("node %d ran %d scripts for one refused attempt, want 1:\n%s", i+1, calls, stats)
+		}
+	}
+}
+
+// scriptCalls sums the calls of EVAL and EVALSHA in an INFO commandstats reply.
+func scriptCalls(stats string) int {
+	total := 0
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
+			continue
+		}
+		var calls int
+		if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
+			total += calls
+		}
+	}
+	return total
+}
