@@ -57,18 +57,20 @@ type round struct {
 	replies chan reply      // buffered to n: a late reply never blocks its goroutine
 	done    []chan struct{} // done[i] is closed once node i's call has returned
 	timeout <-chan time.Time
-	outs    []outcome // what each node answered, as far as gather heard (0: no answer)
+	// outs[i] is what node i answered. It is written before the reply is sent and
+	// before done[i] is closed: read it only for a node whose reply gather received, or
+	// after done[i].
+	outs []outcome
 }
 
-// unset reports, for each node, whether it answered that it did not set our key (held
-// by another token, or refused by its fencing counter): the clean-up can skip it.
-func (r *round) unset() []bool {
-	skip := make([]bool, len(r.outs))
-	for i, o := range r.outs {
-		skip[i] = o == outNo || o == outRefused
-	}
-	return skip
-}
+// mayHold reports whether node i may have set our key in this acquire round: it did
+// not answer that another token holds the key or that its fencing counter refused us.
+// Call it after r.done[i].
+func (r *round) mayHold(i int) bool { return r.outs[i] != outNo && r.outs[i] != outRefused }
+
+// lacks reports whether node i answered that it does not hold our key (or failed) in
+// this extend round. Call it after r.done[i].
+func (r *round) lacks(i int) bool { return r.outs[i] == outNo || r.outs[i] == outFailed }
 
 // start sends the step's script to every node at once, one call per node on c.workers,
 // and returns the round whose replies arrive on r.replies. Node calls run on a context
@@ -78,9 +80,10 @@ func (r *round) unset() []bool {
 // new call is sent only once that one has returned, so a DEL never overtakes a SET still
 // in flight on the same node. If the node timeout has passed by then, the call is sent
 // anyway when always is set (a release must land), and dropped otherwise (stale extends
-// would only pile up behind a stalled node). Nodes with skip[i] set get no call and count
-// as having answered no.
-func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool, skip []bool) *round {
+// would only pile up behind a stalled node). need, when not nil, is asked once the
+// earlier call has returned whether node i needs this call at all; a node that does not
+// gets none and counts as having answered no.
+func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool, need func(i int) bool) *round {
 	n := len(c.nodes)
 	r := &round{
 		replies: make(chan reply, n),
@@ -92,21 +95,20 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	if after != nil {
 		deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
+	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	base := context.WithoutCancel(ctx)
 	for i := range c.nodes {
 		done := make(chan struct{})
 		r.done[i] = done
-		if skip != nil && skip[i] {
-			close(done)
-			r.replies <- reply{node: i, out: outNo}
-			continue
-		}
-		c.calls.Add(1) // the caller holds an operation (Client.enter), so Close is waiting
 		var wait chan struct{}
 		if after != nil {
 			wait = after[i]
 		}
 		nd := &c.nodes[i]
+		answer := func(out outcome, v int64, err error) {
+			r.outs[i] = out
+			r.replies <- reply{node: i, out: out, val: v, err: err}
+		}
 		c.workers.run(func() {
 			defer c.calls.Done()
 			defer close(done)
@@ -116,10 +118,14 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 				default:
 					<-wait
 					if !always && !c.opts.Clock.Now().Before(deadline) {
-						r.replies <- reply{node: i, out: outFailed, err: errNodeBusy}
+						answer(outFailed, 0, errNodeBusy)
 						return
 					}
 				}
+			}
+			if need != nil && !need(i) {
+				answer(outNo, 0, nil)
+				return
 			}
 			// The deadline bounds go-redis only where the client honours context
 			// deadlines (ContextTimeoutEnabled); the round's own timer bounds how long
@@ -127,7 +133,7 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 			cctx, cancel := context.WithTimeout(base, c.opts.NodeTimeout)
 			out, v, err := nd.run(cctx, st, keys, args)
 			cancel()
-			r.replies <- reply{node: i, out: out, val: v, err: err}
+			answer(out, v, err)
 		})
 	}
 	return r
@@ -149,7 +155,6 @@ wait:
 		select {
 		case rep := <-r.replies:
 			answered[rep.node] = true
-			r.outs[rep.node] = rep.out
 			t.add(rep.out, rep.val)
 			causes[rep.node] = rep.err
 		case <-r.timeout:

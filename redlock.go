@@ -402,7 +402,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
 	args := []any{token, releaseChannel(key)}
-	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, args, r.done, true, r.unset()), false)
+	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, args, r.done, true, r.mayHold), false)
 }
 
 func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {
@@ -456,11 +456,18 @@ func (l *Lock) Until() time.Time {
 
 // Extend sets the lock's TTL to ttl on every node that still holds its token (a node's
 // TTL is never shortened). It succeeds only if a majority did so and validity remains
-// (ttl − elapsed − drift > 0); Until then moves to the new end if that is later. It never
-// re-creates a key that expired on a node. It fails with ErrLockLost if the lock was
-// released, its validity ran out, or too many nodes no longer hold its token, and with
-// ErrUnavailable if too many nodes failed; a failed Extend leaves Until as it was (no
-// node's TTL got shorter) and never releases the lock.
+// (ttl − elapsed − drift > 0); Until then moves to the new end if that is later. It fails
+// with ErrLockLost if the lock was released, its validity ran out, or too many nodes no
+// longer hold its token, and with ErrUnavailable if too many nodes failed; a failed
+// Extend leaves Until as it was (no node's TTL got shorter) and never releases the lock.
+//
+// After a successful Extend has proved that a majority still holds the lock, the nodes
+// that did not say yes (restarted empty, failed, or still held by a stale key that has
+// since expired) are healed: the acquire script runs there with the lock's own token,
+// so a node that lost the key gets it back (with Options.Fencing only where the node's
+// counter is not above the lock's fencing token). Healing is best effort and does not
+// delay Extend's result. A lock that lost its majority is never brought back: Extend
+// never re-creates a key unless the same step proved the lock still held.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	if err := c.opts.checkTTL(ttl); err != nil {
@@ -491,6 +498,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// The majority that said yes holds our key at least until the new end, and
 		// (TTLs never shrink) at least until the old one.
 		l.until, l.ttl = later(l.until, until), ttl
+		l.heal(ctx, r, ttl)
 		return nil
 	}
 	kind := ErrUnavailable
@@ -500,6 +508,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	qe := c.quorumError("extend", l.key, t, errs, kind, ctxErr)
 	qe.Late = t.won()
 	return qe
+}
+
+// heal sends the acquire script, with the lock's token (and fencing token), to the nodes
+// that answered no or failed in the extend round r, which has just proved that a
+// majority holds the lock. A node whose extend reply was still out is looked at once
+// that call returns. Nothing waits for the replies. The caller holds l.op.
+func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
+	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
+	if l.fence > 0 {
+		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key)}, append(args, l.fence)
+	}
+	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r.done, false, r.lacks).done
 }
 
 // Release deletes the lock on every node that still holds its token, each after the

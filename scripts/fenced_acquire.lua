@@ -6,6 +6,10 @@
 -- ARGV[2]  the lock's time to live in milliseconds
 -- ARGV[3]  the proposed fencing token t (an integer ≥ 1)
 --
+-- Also used to heal a held lock on a node that lost its key (see Lock.Extend): a node
+-- restarted empty gets the key back and its counter raised to t again. A TTL is never
+-- shortened.
+--
 -- Returns 1 when the key now holds ARGV[1] and the counter equals t; 0 when another
 -- token holds the key; −c when the proposal is refused because the counter c is above
 -- t, or equals t for another token (the client then proposes c + 1).
@@ -20,7 +24,9 @@ if c > t or (c == t and not mine) then
   return -c
 end
 if mine then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
 elseif not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 0
 end
