@@ -1,10 +1,10 @@
 //go:build !linux
 
-package redistest
+package redlocktest
 
 import "syscall"
 
-// sysProcAttr returns the process attributes for redis-server.
+// sysProcAttr returns the process attributes for the server.
 func sysProcAttr() *syscall.SysProcAttr { return nil }
 
 // processExited reports whether the child process pid has exited. Outside

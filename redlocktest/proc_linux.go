@@ -1,4 +1,4 @@
-package redistest
+package redlocktest
 
 import (
 	"syscall"
@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr returns the process attributes for redis-server. Pdeathsig
+// sysProcAttr returns the process attributes for a server process. Pdeathsig
 // kills the server if the test binary dies without running its cleanups,
 // for example when `go test -timeout` panics.
 func sysProcAttr() *syscall.SysProcAttr {
