@@ -41,6 +41,7 @@ var units = []string{
 	"Unit wait-max-ms better=lower",
 	"Unit self-% better=lower",
 	"Unit gaveup better=lower",
+	"Unit errors better=lower",
 	"Unit violations better=lower assume=exact",
 	"Unit client-cpu-us/cycle better=lower",
 	"Unit server-cpu-us/cycle better=lower",

@@ -39,10 +39,11 @@ func checkCycles(t *testing.T, l lib, g, n, cycles int) {
 	s := open(t, l, startNodes(t, n))
 	keys := freshKeys("smoke:"+l.name, cycles)
 	acq := make([]time.Duration, len(keys))
-	elapsed, err := runCycles(context.Background(), s, g, keys, acq)
-	if err != nil {
-		t.Fatal(err)
+	st := runCycles(context.Background(), s, g, keys, acq)
+	if st.errors() != 0 {
+		t.Fatalf("%d failed acquires, %d failed releases; first: %v", st.acquireErrs, st.releaseErrs, st.firstErr)
 	}
+	elapsed := st.elapsed
 	if elapsed <= 0 {
 		t.Errorf("elapsed = %v, want > 0", elapsed)
 	}
@@ -56,8 +57,8 @@ func checkCycles(t *testing.T, l lib, g, n, cycles int) {
 		t.Errorf("acquire p50 %v, p99 %v, run %v: want p50 ≤ p99 ≤ run", p50, p99, elapsed)
 	}
 	// Every lock was released: the same keys can be taken again at once.
-	if _, err := runCycles(context.Background(), s, g, keys, acq); err != nil {
-		t.Fatalf("keys not released: %v", err)
+	if st := runCycles(context.Background(), s, g, keys, acq); st.errors() != 0 {
+		t.Fatalf("keys not released: %v", st.firstErr)
 	}
 }
 

@@ -10,15 +10,24 @@ import (
 	"time"
 )
 
+// cycleStats is what an uncontended run observed.
+type cycleStats struct {
+	elapsed     time.Duration // wall time of the whole run
+	acquireErrs int           // lock calls that failed (the key was then skipped)
+	releaseErrs int           // unlock calls that failed
+	firstErr    error
+}
+
 // runCycles runs g goroutines that share the keys: each takes the next unused key,
 // acquires it, releases it at once, and records the time spent in lock in acq at
 // the key's index (acq must have len(keys)). Every key is fresh, so no cycle ever
-// waits for another. It returns the wall time of the whole run and the first error.
-func runCycles(ctx context.Context, s *setup, g int, keys []string, acq []time.Duration) (time.Duration, error) {
+// waits for another. Failed calls are counted, and the run goes on.
+func runCycles(ctx context.Context, s *setup, g int, keys []string, acq []time.Duration) cycleStats {
 	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		first firstError
+		next             atomic.Int64
+		wg               sync.WaitGroup
+		first            firstError
+		acqErrs, relErrs atomic.Int64
 	)
 	start := time.Now()
 	for range g {
@@ -31,20 +40,29 @@ func runCycles(ctx context.Context, s *setup, g int, keys []string, acq []time.D
 				}
 				t0 := time.Now()
 				if err := lk.lock(ctx, keys[i]); err != nil {
+					acqErrs.Add(1)
 					first.set(fmt.Errorf("acquire %s: %w", keys[i], err))
-					return
+					continue
 				}
 				acq[i] = time.Since(t0)
 				if err := lk.unlock(ctx); err != nil {
+					relErrs.Add(1)
 					first.set(fmt.Errorf("release %s: %w", keys[i], err))
-					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return time.Since(start), first.get()
+	return cycleStats{
+		elapsed:     time.Since(start),
+		acquireErrs: int(acqErrs.Load()),
+		releaseErrs: int(relErrs.Load()),
+		firstErr:    first.get(),
+	}
 }
+
+// errors returns the number of failed calls.
+func (c cycleStats) errors() int { return c.acquireErrs + c.releaseErrs }
 
 // hotConfig describes a hot-key run.
 type hotConfig struct {
