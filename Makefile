@@ -14,15 +14,20 @@ check:
 	go vet ./...
 
 # Benchmarks against go-redsync/redsync and bsm/redislock, in the separate module bench/
-# (see docs/performance.md): real redis-server nodes started by the benchmarks, all
-# libraries alternating in one run, then the redlock/redsync ratio table. The results
-# stay in bench/bench.txt. BENCHFLAGS sets the run length, BENCH selects workloads.
+# (see docs/performance.md): real redis-server nodes started by the benchmarks, the
+# libraries alternating workload by workload, BENCHRUNS whole runs one after another
+# (so a drifting box hits every library alike), then the redlock/redsync ratio table.
+# The results stay in bench/bench.txt; BENCH selects workloads, BENCHFLAGS the length.
 .PHONY: bench bench-test
 BENCH ?= .
-BENCHFLAGS ?= -benchtime=2s -count=2
+BENCHFLAGS ?= -benchtime=2s
+BENCHRUNS ?= 2
 bench: SHELL := /bin/bash
 bench: deps
-	cd bench && set -o pipefail && go test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) . | tee bench.txt
+	cd bench && set -o pipefail && rm -f bench.txt && \
+	for run in $$(seq $(BENCHRUNS)); do \
+		go test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) . | tee -a bench.txt || exit 1; \
+	done
 	cd bench && go run ./cmd/ratio bench.txt
 
 # The bench module's own tests: each workload for a moment, the harness and the ratio command.
