@@ -12,3 +12,24 @@ deps:
 check:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+
+# Benchmarks against go-redsync/redsync and bsm/redislock, in the separate module bench/
+# (see docs/performance.md): real redis-server nodes started by the benchmarks, the
+# libraries alternating workload by workload, BENCHRUNS whole runs one after another
+# (so a drifting box hits every library alike), then the redlock/redsync ratio table.
+# The results stay in bench/bench.txt; BENCH selects workloads, BENCHFLAGS the length.
+.PHONY: bench bench-test
+BENCH ?= .
+BENCHFLAGS ?= -benchtime=2s
+BENCHRUNS ?= 2
+bench: SHELL := /bin/bash
+bench: deps
+	cd bench && set -o pipefail && rm -f bench.txt && \
+	for run in $$(seq $(BENCHRUNS)); do \
+		go test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCHFLAGS) . | tee -a bench.txt || exit 1; \
+	done
+	cd bench && go run ./cmd/ratio bench.txt
+
+# The bench module's own tests: each workload for a moment, the harness and the ratio command.
+bench-test: deps
+	cd bench && go vet ./... && go test -race -count=1 ./...
