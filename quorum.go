@@ -60,7 +60,14 @@ type round struct {
 	// outs[i] is what node i answered. It is written before the reply is sent and
 	// before done[i] is closed: read it only for a node whose reply gather received, or
 	// after done[i].
-	outs []outcome
+	outs     []outcome
+	deadline time.Time // for calls that wait behind an earlier one
+}
+
+// answer records node i's outcome and delivers its reply.
+func (r *round) answer(i int, out outcome, v int64, err error) {
+	r.outs[i] = out
+	r.replies <- reply{node: i, out: out, val: v, err: err}
 }
 
 // mayHold reports whether node i may have set our key in this acquire round: it did
@@ -91,9 +98,8 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 		timeout: c.opts.Clock.After(c.opts.NodeTimeout),
 		outs:    make([]outcome, n),
 	}
-	var deadline time.Time // for calls that wait behind an earlier one
 	if after != nil {
-		deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
+		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	base := context.WithoutCancel(ctx)
@@ -105,10 +111,6 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 			wait = after[i]
 		}
 		nd := &c.nodes[i]
-		answer := func(out outcome, v int64, err error) {
-			r.outs[i] = out
-			r.replies <- reply{node: i, out: out, val: v, err: err}
-		}
 		c.workers.run(func() {
 			defer c.calls.Done()
 			defer close(done)
@@ -117,23 +119,22 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 				case <-wait: // the earlier call has returned: send at once
 				default:
 					<-wait
-					if !always && !c.opts.Clock.Now().Before(deadline) {
-						answer(outFailed, 0, errNodeBusy)
+					if !always && !c.opts.Clock.Now().Before(r.deadline) {
+						r.answer(i, outFailed, 0, errNodeBusy)
 						return
 					}
 				}
 			}
 			if need != nil && !need(i) {
-				answer(outNo, 0, nil)
+				r.answer(i, outNo, 0, nil)
 				return
 			}
-			// The deadline bounds go-redis only where the client honours context
-			// deadlines (ContextTimeoutEnabled); the round's own timer bounds how long
-			// the caller waits in every case.
-			cctx, cancel := context.WithTimeout(base, c.opts.NodeTimeout)
-			out, v, err := nd.run(cctx, st, keys, args)
-			cancel()
-			answer(out, v, err)
+			// No deadline on the call itself: one that go-redis abandoned at a context
+			// deadline could still execute later from the socket's buffer, and done
+			// must mean the call can no longer land. The round's own timer bounds how
+			// long the caller waits; go-redis's ReadTimeout ends the call.
+			out, v, err := nd.run(base, st, keys, args)
+			r.answer(i, out, v, err)
 		})
 	}
 	return r
