@@ -1,6 +1,6 @@
 # The test command of the README: installs what the tests need, then runs every test
 # with the race detector against real redis-server processes the tests start themselves.
-.PHONY: test deps check
+.PHONY: test deps check test-docker
 
 test: deps
 	go test -race -count=1 ./...
@@ -33,3 +33,8 @@ bench: deps
 # The bench module's own tests: each workload for a moment, the harness and the ratio command.
 bench-test: deps
 	cd bench && go vet ./... && go test -race -count=1 ./...
+
+# The Docker backend of redlocktest against a private Docker engine that the script
+# starts (installing docker.io if needed), then stops and cleans up.
+test-docker: deps
+	./docker/test-docker.sh

@@ -38,4 +38,4 @@ ldd "$binary" | awk '/=> \// { print $3 } /^[[:space:]]*\// { print $1 }' | sort
 
 tar -C "$rootfs" -c . |
   docker import -c 'ENV PATH=/usr/bin' -c 'WORKDIR /data' -c 'CMD ["redis-server"]' - "$image" >/dev/null
-echo "build-image: built $image from $binary ($("$binary" --version | awk '{print $3}'))"
+echo "build-image: built $image from $binary ($("$server" --version | grep -o 'v=[^ ]*'))"

@@ -191,3 +191,7 @@ func watchPort(t *testing.T, addr string) (refused, back <-chan time.Time) {
 func TestProcessBackend(t *testing.T) {
 	testBackend(t, Processes)
 }
+
+func TestDockerBackend(t *testing.T) {
+	testBackend(t, NewDocker(t))
+}

@@ -79,13 +79,13 @@ func TestClockRate(t *testing.T) {
 
 	fastTTL, err1 := fc.PTTL(ctx, "lock").Result()
 	normalTTL, err2 := nc.PTTL(ctx, "lock").Result()
-	real := time.Since(start)
+	elapsed := time.Since(start)
 	if err1 != nil || err2 != nil {
 		t.Fatalf("PTTL: %v, %v", err1, err2)
 	}
 	// The fast node's key lost about rate × real; the normal one's about real.
 	fastLost, normalLost := 10*time.Second-fastTTL, 10*time.Second-normalTTL
-	t.Logf("after %v: PTTL %v on the x%v node, %v on the normal one", real, fastTTL, rate, normalTTL)
+	t.Logf("after %v: PTTL %v on the x%v node, %v on the normal one", elapsed, fastTTL, rate, normalTTL)
 	if fastLost < time.Duration(1.6*float64(normalLost)) {
 		t.Errorf("the x%v node's key lost %v of its TTL, the normal one's %v; want about %v times as much", rate, fastLost, normalLost, rate)
 	}

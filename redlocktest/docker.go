@@ -219,12 +219,11 @@ func (c *Container) Restart(p Persistence) {
 // restarts it as Restart does. It blocks for the whole time.
 func (c *Container) RestartAfter(down time.Duration, p Persistence) {
 	c.t.Helper()
+	c.Kill()
+	// Sleep unlocked, so that Addr and ID answer meanwhile.
+	time.Sleep(down)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.killLocked(); err != nil {
-		c.t.Fatalf("redlocktest: %v", err)
-	}
-	time.Sleep(down)
 	var err error
 	if p == c.persistence && c.res != nil {
 		err = c.startLocked()

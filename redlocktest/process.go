@@ -215,12 +215,11 @@ func (p *Process) Restart(pers Persistence) {
 // restarts it as Restart does. It blocks for the whole time.
 func (p *Process) RestartAfter(down time.Duration, pers Persistence) {
 	p.t.Helper()
+	p.Kill()
+	// Sleep unlocked, so that Addr, Port and PID answer meanwhile.
+	time.Sleep(down)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.killLocked(); err != nil {
-		p.t.Fatalf("redlocktest: %v", err)
-	}
-	time.Sleep(down)
 	p.persistence = pers
 	if err := p.launchLocked(); err != nil {
 		p.t.Fatalf("redlocktest: restarting %s: %v", filepath.Base(p.bin), err)

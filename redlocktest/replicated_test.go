@@ -46,7 +46,10 @@ func quorumWith(t *testing.T, member redis.UniversalClient) *redlock.Client {
 // sentinels promote the replica, and that a FailoverClient in a redlock quorum keeps
 // working across it.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // mostly waiting for sentinels
+	setup := time.Now()
 	r := redlocktest.StartReplicated(t, redlocktest.Options{})
+	t.Logf("replicated node ready in %v", time.Since(setup))
 	rl := quorumWith(t, r.FailoverClient())
 
 	ctx := ctxTimeout(t, 60*time.Second)
@@ -95,6 +98,7 @@ func TestSentinelFailover(t *testing.T) {
 
 // TestClusterMember uses a Redis Cluster as one member of a redlock quorum.
 func TestClusterMember(t *testing.T) {
+	t.Parallel() // mostly waiting for the cluster to agree
 	cluster := redlocktest.StartCluster(t, 3, redlocktest.Options{})
 	cc := cluster.ClusterClient()
 	rl := quorumWith(t, cc)

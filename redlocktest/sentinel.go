@@ -52,7 +52,10 @@ type Replicated struct {
 func StartReplicated(t testing.TB, opts Options) *Replicated {
 	t.Helper()
 	r := &Replicated{Name: "redlocktest", t: t}
-	r.Master = Start(t, opts)
+	mopts := opts
+	// Start the first full sync at once instead of waiting 5 s for more replicas.
+	mopts.Args = append([]string{"--repl-diskless-sync-delay", "0"}, opts.Args...)
+	r.Master = Start(t, mopts)
 
 	ropts := opts
 	ropts.Args = append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(r.Master.Port())}, opts.Args...)
