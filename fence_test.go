@@ -4,64 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/safety"
 )
-
-// grant is one successful fenced Acquire: when the call started and returned, and the
-// fencing token it got.
-type grant struct {
-	start, end time.Time
-	fence      uint64
-}
-
-// fenceViolation returns an error unless the tokens are unique and every grant whose
-// Acquire started after another's returned has a greater token.
-func fenceViolation(grants []grant) error {
-	seen := make(map[uint64]bool, len(grants))
-	for _, g := range grants {
-		if g.fence == 0 || seen[g.fence] {
-			return fmt.Errorf("fencing token %d is zero or duplicated", g.fence)
-		}
-		seen[g.fence] = true
-	}
-	byEnd := append([]grant(nil), grants...)
-	sort.Slice(byEnd, func(i, j int) bool { return byEnd[i].end.Before(byEnd[j].end) })
-	byStart := append([]grant(nil), grants...)
-	sort.Slice(byStart, func(i, j int) bool { return byStart[i].start.Before(byStart[j].start) })
-	var highest uint64 // the highest token among grants that ended before b started
-	i := 0
-	for _, b := range byStart {
-		for ; i < len(byEnd) && byEnd[i].end.Before(b.start); i++ {
-			highest = max(highest, byEnd[i].fence)
-		}
-		if b.fence <= highest {
-			return fmt.Errorf("token %d granted after token %d had been: not increasing in real time", b.fence, highest)
-		}
-	}
-	return nil
-}
-
-func TestFenceViolationDetects(t *testing.T) {
-	at := func(ms int) time.Time { return time.Unix(0, int64(ms)*int64(time.Millisecond)) }
-	ok := []grant{{at(0), at(1), 1}, {at(2), at(3), 2}, {at(2), at(4), 3}} // overlapping calls may be in any order
-	if err := fenceViolation(ok); err != nil {
-		t.Fatalf("valid history rejected: %v", err)
-	}
-	for name, bad := range map[string][]grant{
-		"duplicate":  {{at(0), at(1), 1}, {at(2), at(3), 1}},
-		"regression": {{at(0), at(1), 5}, {at(2), at(3), 4}},
-	} {
-		if fenceViolation(bad) == nil {
-			t.Errorf("%s not detected", name)
-		}
-	}
-}
 
 // TestFencingIncreases: tokens from 2 Clients and 6 goroutines, with locks that are
 // released and locks left to expire, and a minority killed and restarted (with
@@ -72,7 +22,8 @@ func TestFencingIncreases(t *testing.T) {
 	clients := []*redlock.Client{c.client, c.newClient(opts)}
 	var (
 		mu     sync.Mutex
-		grants []grant
+		grants []safety.Grant
+		base   = time.Now()
 	)
 	phase := func(name string) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -91,7 +42,7 @@ func TestFencingIncreases(t *testing.T) {
 						return
 					}
 					mu.Lock()
-					grants = append(grants, grant{start, end, lock.Fence()})
+					grants = append(grants, safety.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
 					mu.Unlock()
 					if (w+i)%5 != 0 { // every fifth lock is left to expire
 						lock.Release(ctx)
@@ -108,10 +59,10 @@ func TestFencingIncreases(t *testing.T) {
 	c.servers[0].Restart()
 	c.servers[1].Restart()
 	phase("restarted with their data")
-	if err := fenceViolation(grants); err != nil {
+	if err := safety.FenceViolation(grants); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d grants, tokens %d..%d", len(grants), grants[0].fence, grants[len(grants)-1].fence)
+	t.Logf("%d grants, tokens %d..%d", len(grants), grants[0].Fence, grants[len(grants)-1].Fence)
 }
 
 // TestFencingNeedsDurableCounters replays the counterexample of docs/safety.md on

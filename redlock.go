@@ -201,7 +201,8 @@ func (c *Client) enter() bool {
 // Acquire calls of one Client for the same key wait their turn in arrival order.
 // The returned Lock is held until Lock.Until, which is at most ttl − drift after the
 // attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
-// is held elsewhere, or ctx ended) or ErrUnavailable (too many nodes failed), and
+// is held elsewhere, or ctx ended during an attempt or before the first) or
+// ErrUnavailable (the last attempt failed because too many nodes failed), and also
 // ctx.Err() when ctx ended; it fails with ErrClosed once Close was called. A failed
 // attempt's keys are released on every node that may have set them, after that node's
 // SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
@@ -239,10 +240,12 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		}
 		select {
 		case <-ctx.Done():
+			// The last attempt's class stays: a caller whose deadline passed while
+			// too many nodes were down learns that, not just "not acquired".
 			if last == nil {
 				last = c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, nil)
 			}
-			last.kind, last.ctxErr = ErrNotAcquired, ctx.Err()
+			last.ctxErr = ctx.Err()
 			return nil, last
 		case <-c.closing:
 			if last == nil {

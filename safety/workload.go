@@ -42,24 +42,23 @@ type Workload struct {
 
 // Report is what one run of a Workload measured.
 type Report struct {
-	Duration        time.Duration
-	Grants          int
-	Overlaps        int           // sections that began before an earlier one had ended
-	LongestOverlap  time.Duration // of those overlaps
-	LostUpdates     int           // accepted writes minus the counter's final value
-	StaleAccepted   int           // writes accepted after a later holder had entered
-	StaleRefused    int           // writes the fence refused
-	Abandoned       int           // locks left without a release (Stall < 0)
-	Reacquire       time.Duration // longest time from an abandoned grant to the next grant
-	NotAcquired     int           // Acquire calls that failed with ErrNotAcquired
-	Unavailable     int           // ... with ErrUnavailable
-	OtherErrors     int           // ... with anything else (ErrLockLost on release excluded)
-	ReleaseLost     int           // Release calls that reported ErrLockLost
-	AcquireP50      time.Duration // latency of successful Acquire calls
-	AcquireP99      time.Duration
-	FenceViolation  string // with Fenced: why the tokens were not strictly increasing
-	Sections        []Section
-	overlapsPer1000 float64
+	Duration       time.Duration
+	Grants         int
+	Overlaps       int           // sections that began before an earlier one had ended
+	LongestOverlap time.Duration // of those overlaps
+	LostUpdates    int           // accepted writes minus the counter's final value
+	StaleAccepted  int           // writes accepted after a later holder had entered
+	StaleRefused   int           // writes the fence refused
+	Abandoned      int           // locks left without a release (Stall < 0)
+	Reacquire      time.Duration // longest time from an abandoned grant to the next grant
+	NotAcquired    int           // Acquire calls that failed with ErrNotAcquired
+	Unavailable    int           // ... with ErrUnavailable
+	OtherErrors    int           // ... with anything else (ErrLockLost on release excluded)
+	ReleaseLost    int           // Release calls that reported ErrLockLost
+	AcquireP50     time.Duration // latency of successful Acquire calls
+	AcquireP99     time.Duration
+	FenceViolation string // with Fenced: why the tokens were not strictly increasing
+	Sections       []Section
 }
 
 // OverlapsPer1000 returns the overlaps per 1,000 grants.
