@@ -408,6 +408,11 @@ func clocks() []*Scenario {
 			procs, c := skewed(t, redlocktest.Clock{})
 			return duel(t, c[0], c[1], func() {
 				for _, p := range procs[:3] {
+					// A's grant needed only 3 replies; its SET to this node may still be on
+					// the way, and must land before the jump to be expired by it.
+					if err := waitKey(t, p, "duel"); err != nil {
+						t.Fatalf("safety: %v", err)
+					}
 					p.Jump(ttl)
 				}
 			})
@@ -524,4 +529,16 @@ func dial(t testing.TB, addr string) *redis.Client {
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// waitKey waits until node p holds key (polling: the node's state is only visible from
+// outside), for at most a second.
+func waitKey(t testing.TB, p *redlocktest.Process, key string) error {
+	c := dial(t, p.Addr())
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if c.Exists(t.Context(), key).Val() == 1 {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s never got key %q", p.Addr(), key)
 }
