@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -58,6 +59,63 @@ type keyQueue struct {
 	subscribed bool
 	notices    map[string]int // released token → nodes that announced it
 	remote     bool           // the latest wake-up came from the nodes, not this Client
+	offer      *offer         // the waiting head's standing request for a hand-over
+	handOffs   int            // hand-overs in a row since the last plain release
+	courtesy   time.Duration  // see released
+}
+
+// maxHandOffs bounds the hand-overs in a row inside one Client: after that many, a
+// release deletes the key and announces it, so waiters in other Clients get a chance.
+const maxHandOffs = 16
+
+// offer is a waiting head's standing request: a Release of this Client's lock on the
+// key may hand the lock straight over instead of deleting it (see Lock.handOff).
+type offer struct {
+	ttl time.Duration
+	got chan *Lock // buffered: the lock handed over, or nil if the hand-over failed
+}
+
+// offer registers a standing request for a hand-over with ttl; withdraw it after
+// waiting.
+func (t *ticket) offer(ttl time.Duration) *offer {
+	o := &offer{ttl: ttl, got: make(chan *Lock, 1)}
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	t.kq.offer = o
+	return o
+}
+
+// withdraw takes o back; it returns false if a Release has claimed it already, and
+// then a result will arrive on o.got.
+func (t *ticket) withdraw(o *offer) bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	if t.kq.offer != o {
+		return false
+	}
+	t.kq.offer = nil
+	return true
+}
+
+// claim takes the standing hand-over request for key, if there is one and the
+// hand-overs in a row have not reached maxHandOffs. A nil result means: release
+// plainly (which also resets the count); capped says that a waiter here would have
+// taken the lock but for the limit.
+func (q *queues) claim(key string) (o *offer, capped bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys[key]
+	if kq == nil {
+		return nil, false
+	}
+	o = kq.offer
+	if o == nil || kq.handOffs >= maxHandOffs {
+		kq.handOffs = 0
+		return nil, o != nil
+	}
+	kq.offer = nil
+	kq.handOffs++
+	return o, false
 }
 
 // maxNotices bounds a key's pending notices (tokens a minority announced, such as the
@@ -165,12 +223,24 @@ func (t *ticket) woken() <-chan struct{} {
 	return t.kq.wake
 }
 
-// remote reports whether the latest wake-up came from the nodes' announcements. The
-// heads of other Clients' queues heard the same announcements at the same moment.
-func (t *ticket) remote() bool {
+// pause returns how long the head should wait after a wake-up before it attempts.
+// After an announcement, the heads of every Client waiting for the key woke at the same
+// moment; if all tried at once they could split the votes so that none wins, so each
+// waits a random part of its last attempt's duration (took) and one goes first. After
+// this Client's own release that ended a run of hand-overs while other Clients were
+// listening, the head steps back for the courtesy time, so they can go first.
+func (t *ticket) pause(took time.Duration) time.Duration {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	return t.kq.remote
+	switch {
+	case !t.kq.remote:
+		return 0
+	case t.kq.courtesy > 0:
+		return t.kq.courtesy
+	case took > 0:
+		return rand.N(took)
+	}
+	return 0
 }
 
 // heldHere reports whether a lock this Client granted on the key is still valid at now:
@@ -219,13 +289,15 @@ func (q *queues) granted(l *Lock) {
 	kq.holders[l] = struct{}{}
 }
 
-// released wakes the key's waiters after this Client released l.
-func (q *queues) released(l *Lock) {
+// released wakes the key's waiters after this Client released l. A courtesy above
+// zero makes the head wait that long first (see pause).
+func (q *queues) released(l *Lock, courtesy time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if kq := q.keys[l.key]; kq != nil {
 		delete(kq.holders, l)
-		kq.wakeUp(false)
+		kq.courtesy = courtesy
+		kq.wakeUp(courtesy > 0)
 	}
 }
 
@@ -243,6 +315,7 @@ func (q *queues) notice(channel, token string) {
 	}
 	kq.notices[token]++
 	if kq.notices[token] == len(q.c.nodes)/2+1 {
+		kq.courtesy = 0
 		kq.wakeUp(true)
 	}
 }

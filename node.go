@@ -22,12 +22,15 @@ var (
 	fenceReadLua string
 	//go:embed scripts/fenced_acquire.lua
 	fencedAcquireLua string
+	//go:embed scripts/handoff.lua
+	handOffLua string
 
 	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo}
-	stepRelease       = step{redis.NewScript(releaseLua), yesOrNo}
+	stepRelease       = step{redis.NewScript(releaseLua), released}
 	stepExtend        = step{redis.NewScript(extendLua), yesOrNo}
 	stepFenceRead     = step{redis.NewScript(fenceReadLua), counter}
 	stepFencedAcquire = step{redis.NewScript(fencedAcquireLua), fencedReply}
+	stepHandOff       = step{redis.NewScript(handOffLua), yesOrNo}
 )
 
 // step is one server-side script and the meaning of its integer reply.
@@ -45,6 +48,14 @@ func yesOrNo(v int64) outcome {
 		return outNo
 	}
 	return outFailed
+}
+
+// released judges release.lua: 0 not held, 1 + listeners deleted.
+func released(v int64) outcome {
+	if v >= 1 {
+		return outYes
+	}
+	return yesOrNo(v)
 }
 
 // counter judges fence_read.lua: any counter value ≥ 0 is an answer.

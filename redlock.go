@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"sync"
@@ -238,8 +237,43 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			}
 			attempt++
 		}
+		var o *offer // a Release of this Client may hand the lock over directly
+		var handed <-chan *Lock
+		if !c.opts.Fencing {
+			o = t.offer(ttl)
+			handed = o.got
+		}
+		var lock *Lock
+		stop := false
 		select {
+		case lock = <-handed:
+			o = nil // claimed and answered
 		case <-ctx.Done():
+			stop = true
+		case <-c.closing:
+			stop = true
+		case <-wake:
+			if p := t.pause(took); p > 0 {
+				select {
+				case <-c.opts.Clock.After(p):
+				case <-ctx.Done():
+				}
+			}
+		case <-c.opts.Clock.After(c.opts.RetryDelay(max(attempt-1, 1))):
+		}
+		if o != nil && !t.withdraw(o) {
+			lock = <-o.got // a Release is handing the lock over: wait for its outcome
+		}
+		if lock != nil {
+			if ctx.Err() == nil {
+				return lock, nil
+			}
+			_ = lock.Release(context.WithoutCancel(ctx)) // handed over as ctx ended
+		}
+		if !stop && ctx.Err() == nil {
+			continue
+		}
+		if ctx.Err() != nil {
 			// The last attempt's class stays: a caller whose deadline passed while
 			// too many nodes were down learns that, not just "not acquired".
 			if last == nil {
@@ -247,23 +281,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			}
 			last.ctxErr = ctx.Err()
 			return nil, last
-		case <-c.closing:
-			if last == nil {
-				return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
-			}
-			return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
-		case <-wake:
-			if t.remote() && took > 0 {
-				// Every Client waiting for this key woke at the same announcement; if all
-				// tried at once they could split the votes so that none wins. A random
-				// pause of up to one attempt's duration lets one of them go first.
-				select {
-				case <-c.opts.Clock.After(rand.N(took)):
-				case <-ctx.Done():
-				}
-			}
-		case <-c.opts.Clock.After(c.opts.RetryDelay(max(attempt-1, 1))):
 		}
+		if last == nil {
+			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+		}
+		return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
 	}
 }
 
@@ -552,10 +574,27 @@ func (l *Lock) Release(ctx context.Context) error {
 	expired := !now.Before(l.until)
 	l.mu.Unlock()
 
+	replaced := 0 // nodes where a failed hand-over already removed our token
+	capped := false
+	if !expired && !c.opts.Fencing {
+		var o *offer
+		if o, capped = c.queues.claim(l.key); o != nil {
+			var done bool
+			if done, replaced = l.handOff(ctx, o); done {
+				return nil
+			}
+		}
+	}
+	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token, releaseChannel(l.key)}, l.calls, true, nil)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
-	c.queues.released(l)
+	var courtesy time.Duration
+	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
+		courtesy = 2 * c.opts.Clock.Now().Sub(start)
+	}
+	c.queues.released(l, courtesy)
+	t.yes += replaced
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}
@@ -566,6 +605,38 @@ func (l *Lock) Release(ctx context.Context) error {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// handOff releases l by handing it straight to the waiting Acquire of this Client that
+// made offer o: handoff.lua replaces l's token with a new one on every node, so one
+// step does the work of a release and an acquire. The new lock is granted exactly as
+// an acquired one: with a majority, and validity measured from just before this step.
+// It reports whether that happened; if not, the new token is cleaned up wherever it
+// may have landed, the waiter hears nil (and attempts by itself), and replaced says on
+// how many nodes l's token was already replaced, for the plain release that follows.
+// The caller holds l.op and has checked that l is valid.
+func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) {
+	c := l.c
+	token, err := newToken()
+	if err != nil {
+		o.got <- nil
+		return false, 0
+	}
+	start := c.opts.Clock.Now()
+	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
+	l.calls = r.done // a plain release after a failed hand-over waits behind these calls
+	t, _, ctxErr := c.gather(ctx, r, true)
+	now := c.opts.Clock.Now()
+	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
+		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r.done}
+		c.queues.granted(next)
+		c.queues.released(l, 0)
+		o.got <- next
+		return true, 0
+	}
+	c.cleanup(ctx, l.key, token, r)
+	o.got <- nil
+	return false, t.yes
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
