@@ -167,7 +167,12 @@ func (d *demo) run(ctx context.Context) (err error) {
 	for i := range d.cfg.workers {
 		rdbs := make([]redis.UniversalClient, len(d.nodes))
 		for j, n := range d.nodes {
-			rdbs[j] = redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond})
+			rdbs[j] = redis.NewClient(&redis.Options{
+				Addr: n.Addr(), MaxRetries: -1, DialerRetries: 1, DialTimeout: 100 * time.Millisecond,
+				// After PoolSize failed dials in a row, go-redis stops dialing and probes
+				// once a second; a large pool keeps a restarted node usable at once.
+				PoolSize: 4096,
+			})
 		}
 		// Each worker is its own client with its own connections, as separate processes
 		// would be. The node timeout is generous: the demo's nodes share this machine.

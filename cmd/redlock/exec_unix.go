@@ -154,7 +154,7 @@ func execute(ctx context.Context, e *env, cfg execConfig) int {
 		fmt.Fprintf(e.errw(), "redlock exec: %v\n", err)
 		return exitExecFailure
 	}
-	defer closeWithin(closeAll, 2*time.Second)
+	defer closeWithin(closeAll, max(250*time.Millisecond, 2*cfg.opts.NodeTimeout))
 
 	// From here on, SIGINT, SIGTERM and SIGHUP are ours: while waiting they end the wait,
 	// while the command runs they are forwarded, and during release they are ignored,

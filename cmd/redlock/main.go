@@ -66,15 +66,15 @@ func commands() []command {
 }
 
 func main() {
-	// go-redis logs failed dials to stderr on its own; redlock reports node failures in
-	// its errors, where they belong.
-	redis.SetLogger(quietLogger{})
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, secrets: &redactor{}}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
 
 // run dispatches to the subcommand named by args[0] and returns the exit code.
 func run(ctx context.Context, e *env, args []string) int {
+	// go-redis logs failed dials to stderr on its own; redlock reports node failures in
+	// its errors, where they belong.
+	redis.SetLogger(quietLogger{})
 	if e.secrets == nil {
 		e.secrets = &redactor{}
 	}

@@ -73,7 +73,7 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 		if j, dup := seen[server]; dup {
 			return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
 		}
-		seen[server] = i + 1
+		seen[server] = i
 		anyTLS = anyTLS || opts.TLSConfig != nil
 		specs = append(specs, nodeSpec{name: name, opts: opts})
 	}

@@ -98,7 +98,6 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	// deadline end a read (no write here can land late and matter).
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
 	o.ContextTimeoutEnabled = true
-	o.PoolSize = 1
 	rdb := redis.NewClient(&o)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -184,7 +183,8 @@ func judge(rows []nodeStatus) verdict {
 // printStatus writes the table and the verdict.
 func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
 	fmt.Fprintf(w, "key %q on %d nodes (%d needed for a majority)\n", key, len(rows), len(rows)/2+1)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE\t")
 	for _, r := range rows {
 		if r.err != nil {
@@ -208,6 +208,9 @@ func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
 		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\t\n", r.name, holder, ttl, fence)
 	}
 	tw.Flush()
+	for line := range strings.Lines(table.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
 	fmt.Fprintf(w, "verdict: %s\n", v.text)
 }
 
