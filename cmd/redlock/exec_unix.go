@@ -45,7 +45,8 @@ type execConfig struct {
 	grace    time.Duration
 	conflict int
 	verbose  bool
-	argv     []string // argv[0] resolved on PATH
+	path     string   // the command's program, resolved on PATH
+	argv     []string // the command line as given
 }
 
 // runExec is the exec subcommand.
@@ -59,7 +60,7 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	grace := fs.Duration("grace", 0, "when the lock is lost: time from SIGTERM to SIGKILL (default ttl/20;\nat most 3·ttl/40, so SIGKILL lands at least ttl/40 before the validity ends)")
 	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter KEY:fence on each node)")
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
-	verbose := fs.Bool("verbose", false, "log acquire, renewal and release to stderr")
+	verbose := fs.Bool("verbose", false, "log the acquire and the release to stderr")
 	pos, done, code := fs.parse(e, args, false)
 	if done {
 		return code
@@ -130,7 +131,7 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 		}
 		return cfg, &commandError{code: code, err: err}
 	}
-	cfg.argv = append([]string{path}, pos[1:]...)
+	cfg.path, cfg.argv = path, pos
 	return cfg, nil
 }
 
@@ -257,8 +258,8 @@ func acquireExitCode(err error, conflict int) int {
 // group, and terminates the group when the lock is lost: SIGTERM at once, SIGKILL after
 // the grace or killMargin before the validity ends, whichever comes first.
 func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Context, sigs <-chan os.Signal) int {
-	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Args[0] = cfg.argv[0]
+	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
+	cmd.Args[0] = cfg.argv[0] // as a shell does: the name the user gave
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	until := lock.Until()
 	cmd.Env = append(os.Environ(),
