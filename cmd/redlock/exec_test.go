@@ -116,7 +116,7 @@ func TestExecLockLost(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "ticks")
 	const ttl = 2 * time.Second
 	c := newCLI(t)
-	s := c.start("ticker", append([]string{"exec", "--nodes", urls, "--key", "lost", "--ttl", ttl.String(), "--grace", "100ms"}, helper(file)...)...)
+	s := c.start("ticker", append([]string{"exec", "--nodes", urls, "--key", "lost", "--ttl", ttl.String(), "--grace", "50ms"}, helper(file)...)...)
 
 	// No renewal can succeed after paused: it needs a reply from a paused node. So the
 	// validity ends by paused + ttl − drift at the latest.
