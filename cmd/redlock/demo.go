@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -149,14 +148,18 @@ func (d *demo) run(ctx context.Context) (err error) {
 			n.stop()
 		}
 	}()
-	kind := "in-process nodes (miniredis); use --redis-server for real redis-server processes"
-	if d.cfg.redisServer {
-		kind = "redis-server processes with appendonly yes, appendfsync always"
-	}
-	fmt.Fprintf(d.w, "redlock demo: %d workers contend for lock %q (ttl %v) on %d %s\n", d.cfg.workers, demoKey, d.cfg.ttl, demoNodes, kind)
+	fmt.Fprintf(d.w, "redlock demo: %d workers contend for lock %q (ttl %v) on %d nodes:\n", d.cfg.workers, demoKey, d.cfg.ttl, demoNodes)
 	for i, n := range d.nodes {
 		fmt.Fprintf(d.w, "  node %d: %s\n", i+1, n.describe())
 	}
+	if d.cfg.redisServer {
+		fmt.Fprintln(d.w, "(each with appendonly yes, appendfsync always: a restart keeps its data)")
+	} else {
+		fmt.Fprintln(d.w, "(--redis-server runs real redis-server processes instead)")
+	}
+	fmt.Fprintln(d.w, "Each line: time, nodes (● up, ○ down), the holder (worker w1, w2, ... and its")
+	fmt.Fprintln(d.w, "fencing token #n), and this phase's attempts: granted, failed because another")
+	fmt.Fprintln(d.w, "worker held the lock (ErrNotAcquired), failed for want of nodes (ErrUnavailable).")
 
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -181,7 +184,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 			return err
 		}
 		wg.Go(func() {
-			d.work(wctx, fmt.Sprintf("worker %d", i+1), c)
+			d.work(wctx, fmt.Sprintf("w%d", i+1), c)
 			_ = c.Close()
 			for _, r := range rdbs {
 				_ = r.Close()
@@ -272,34 +275,38 @@ func (d *demo) enter(p int) (restarted []int, err error) {
 	return restarted, nil
 }
 
-// watch shows the live line for one phase.
+// watch shows the live line for one phase, and a last one when the phase ends.
 func (d *demo) watch(ctx context.Context, start time.Time) error {
 	every := time.Second
 	if d.live {
 		every = 100 * time.Millisecond
 	}
 	end := time.Now().Add(d.cfg.phase)
+	done := time.NewTimer(d.cfg.phase)
+	defer done.Stop()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	lastPrinted := time.Now()
+	committed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case now := <-tick.C:
-			final := !now.Before(end)
-			line := d.line(now.Sub(start))
-			switch {
-			case d.live && (final || now.Sub(lastPrinted) >= time.Second):
-				fmt.Fprintf(d.w, "\r\033[K%s\n", line)
-				lastPrinted = now
-			case d.live:
-				fmt.Fprintf(d.w, "\r\033[K%s", line)
-			default:
-				fmt.Fprintln(d.w, line)
+		case now := <-done.C:
+			if d.live {
+				fmt.Fprint(d.w, "\r\033[K")
 			}
-			if final {
-				return nil
+			fmt.Fprintln(d.w, d.line(now.Sub(start)))
+			return nil
+		case now := <-tick.C:
+			switch {
+			case end.Sub(now) < every/4: // the final line is near
+			case d.live && now.Sub(committed) >= time.Second:
+				fmt.Fprintf(d.w, "\r\033[K%s\n", d.line(now.Sub(start)))
+				committed = now
+			case d.live:
+				fmt.Fprintf(d.w, "\r\033[K%s", d.line(now.Sub(start)))
+			default:
+				fmt.Fprintln(d.w, d.line(now.Sub(start)))
 			}
 		}
 	}
@@ -323,10 +330,11 @@ func (d *demo) line(elapsed time.Duration) string {
 	}
 	holder := d.holder
 	if holder == "" {
-		holder = "nobody"
+		holder = "none"
 	}
 	s := d.stats[d.phase]
-	return fmt.Sprintf("%5.1fs  nodes %s  holder: %-22s grants %3d  contended %3d  unavailable %3d",
+	// Under 80 columns: a wrapped line could not be redrawn in place.
+	return fmt.Sprintf("%5.1fs %s  holder %-12s grants %3d  contended %4d  unavailable %3d",
 		elapsed.Seconds(), up.String(), holder, s.grants, s.contended, s.unavailable)
 }
 
@@ -382,7 +390,7 @@ func (d *demo) granted(phase int, name string, fence uint64) {
 	d.stats[phase].grants++
 	d.holders++
 	d.maxHolders = max(d.maxHolders, d.holders)
-	d.holder = fmt.Sprintf("%s (fence %d)", name, fence)
+	d.holder = fmt.Sprintf("%s #%d", name, fence)
 	if d.fences > 0 && fence <= d.lastFence {
 		d.fenceDrops++
 	}
@@ -421,12 +429,11 @@ func (d *demo) summary(took time.Duration) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	fmt.Fprintf(d.w, "\nSummary: %.1f s, %d workers, lock %q, ttl %v, %d nodes (a majority is 3)\n", took.Seconds(), d.cfg.workers, demoKey, d.cfg.ttl, demoNodes)
-	tw := tabwriter.NewWriter(d.w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  phase\tgrants\tcontended\tunavailable\tother\treleases ok\treleases failed\t")
+	const row = "  %-22s %6v %9v %11v %5v %11v %15v\n"
+	fmt.Fprintf(d.w, row, "phase", "grants", "contended", "unavailable", "other", "releases ok", "releases failed")
 	for p, s := range d.stats {
-		fmt.Fprintf(tw, "  %d %s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p+1, demoPhases[p].title, s.grants, s.contended, s.unavailable, s.other, s.releaseOK, s.releaseFailed)
+		fmt.Fprintf(d.w, row, fmt.Sprintf("%d %s", p+1, demoPhases[p].title), s.grants, s.contended, s.unavailable, s.other, s.releaseOK, s.releaseFailed)
 	}
-	tw.Flush()
 	fmt.Fprintf(d.w, "  most holders at once: %d\n", d.maxHolders)
 	fmt.Fprintf(d.w, "  fencing tokens: %d grants, last token %d, %d not above the one before\n", d.fences, d.lastFence, d.fenceDrops)
 	fmt.Fprint(d.w, `
@@ -442,8 +449,8 @@ Why:
   - A release that failed was in flight when a node died; its keys expire by their TTL.
   - The restarted nodes kept their data, so no lock could be granted twice. A node that
     restarts empty must stay down for one TTL first (see docs/safety.md).
-  - Fencing tokens only grow: give them to the resource you protect, and it can refuse a
-    late writer whose lock has expired.
+  - Fencing tokens only grow (failed attempts use up numbers too, so they skip): give
+    them to the resource you protect, and it can refuse a late writer whose lock expired.
 `)
 	var problems []string
 	if d.maxHolders != 1 {

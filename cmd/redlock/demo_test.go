@@ -28,12 +28,12 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{
-		"in-process nodes (miniredis)",
+		"node 5: in-process miniredis on 127.0.0.1:",
 		"== phase 1/4: all 5 nodes up",
 		"== phase 2/4: nodes 1-2 killed",
 		"== phase 3/4: node 3 killed too",
 		"== phase 4/4: nodes 1-3 restarted",
-		"nodes ○○○●●  holder: nobody",
+		"○○○●●  holder none ",
 		"most holders at once: 1",
 		"Everything behaved as the algorithm promises.",
 	} {
