@@ -62,7 +62,7 @@ func runs(t *testing.T) int {
 		}
 		return n
 	}
-	return 6
+	return 15
 }
 
 // TestExecNoOverlap: several redlock exec processes at once on one key; each command

@@ -224,34 +224,29 @@ func acquireInterruptibly(ctx context.Context, e *env, cfg execConfig, c *redloc
 	if r.err == nil {
 		return r.lock, 0
 	}
-	code := acquireExitCode(r.err, cfg.conflict)
 	switch {
-	case code == exitUnavailable:
+	case unavailable(r.err):
 		fmt.Fprintf(e.errw(), "redlock exec: too few nodes answered: %v\n", r.err)
-	case code == cfg.conflict && cfg.nonblock:
-		fmt.Fprintf(e.errw(), "redlock exec: lock %q is held elsewhere: %v\n", cfg.key, r.err)
-	case code == cfg.conflict && cfg.wait > 0:
+		return nil, exitUnavailable
+	case !errors.Is(r.err, redlock.ErrNotAcquired):
+		fmt.Fprintf(e.errw(), "redlock exec: %v\n", r.err)
+		return nil, exitExecFailure
+	case cfg.wait > 0:
 		fmt.Fprintf(e.errw(), "redlock exec: lock %q not acquired within %v: %v\n", cfg.key, cfg.wait, r.err)
 	default:
-		fmt.Fprintf(e.errw(), "redlock exec: %v\n", r.err)
+		fmt.Fprintf(e.errw(), "redlock exec: lock %q is held elsewhere: %v\n", cfg.key, r.err)
 	}
-	return nil, code
+	return nil, cfg.conflict
 }
 
-// acquireExitCode maps a failed acquire to an exit code. When a --wait ends, the
-// library reports ErrNotAcquired with the counts of the last attempt; if failures alone
-// ruled out a majority there, the nodes were the problem, not another holder.
-func acquireExitCode(err error, conflict int) int {
+// unavailable reports whether a failed acquire failed for want of nodes. When a --wait
+// ends, the library reports ErrNotAcquired with the counts of the last attempt; if
+// failures alone ruled out a majority there, the nodes were the problem, not another
+// holder.
+func unavailable(err error) bool {
 	var qe *redlock.QuorumError
-	switch {
-	case errors.Is(err, redlock.ErrUnavailable):
-		return exitUnavailable
-	case errors.As(err, &qe) && qe.Failed > qe.Nodes-qe.Needed:
-		return exitUnavailable
-	case errors.Is(err, redlock.ErrNotAcquired):
-		return conflict
-	}
-	return exitExecFailure
+	return errors.Is(err, redlock.ErrUnavailable) ||
+		errors.As(err, &qe) && qe.Failed > qe.Nodes-qe.Needed
 }
 
 // supervise starts the command and waits for it, forwarding signals to its process
