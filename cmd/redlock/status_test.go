@@ -42,7 +42,7 @@ func TestStatus(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "verdict: held by a majority: token "+lock.Token()[:8]+"… on 3 of 3 nodes") {
 		t.Errorf("held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	row := regexp.MustCompile(`(?m)^redis://127\.0\.0\.1:\d+ +yes +` + lock.Token()[:8] + `… +(\d+\.\d+)s +1$`)
+	row := regexp.MustCompile(`(?m)^redis://127\.0\.0\.1:\d+ +yes +` + lock.Token()[:8] + `… +(\d+(?:\.\d+)?)s +1$`)
 	if m := row.FindAllStringSubmatch(r.stdout, -1); len(m) != 3 {
 		t.Errorf("held: want 3 rows with reachable, holder, PTTL and fence 1:\n%s", r.stdout)
 	} else if pttl, _ := strconv.ParseFloat(m[0][1], 64); pttl <= 9 || pttl > 10 {
