@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -217,6 +218,33 @@ func TestExecNotAcquired(t *testing.T) {
 		t.Error("the command ran without the lock")
 	}
 
+	// A signal while waiting ends the wait with 128+signal; the command never runs.
+	waiting := c.command("", append([]string{"exec", "--verbose", "--nodes", urls, "--key", "busy"}, cmd...)...)
+	stderr, err := waiting.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waiting.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() && !strings.Contains(lines.Text(), "waiting for") {
+	}
+	if err := waiting.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var rest strings.Builder
+	for lines.Scan() {
+		rest.WriteString(lines.Text() + "\n")
+	}
+	_ = waiting.Wait()
+	if code := waiting.ProcessState.ExitCode(); code != 128+int(syscall.SIGINT) || !strings.Contains(rest.String(), "while waiting for the lock") {
+		t.Errorf("SIGINT while waiting: exit %d, want %d; stderr: %s", code, 128+int(syscall.SIGINT), rest.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran without the lock")
+	}
+
 	r = c.run("", append([]string{"exec", "--nodes", urls, "--key", "free", "--nonblock"}, cmd...)...)
 	if r.code != 0 {
 		t.Errorf("--nonblock on a free key: exit %d; stderr: %s", r.code, r.stderr)
@@ -303,5 +331,21 @@ func TestExecEnvironment(t *testing.T) {
 	r = c.run("", "exec", "--nodes", urls, "--key", "envkey", "--", "sh", "-c", "kill -KILL $$")
 	if r.code != 128+int(syscall.SIGKILL) {
 		t.Errorf("a command killed by SIGKILL: exit %d, want %d", r.code, 128+int(syscall.SIGKILL))
+	}
+}
+
+// TestExecCannotRun: a command that is not executable gives 126, one that does not
+// exist 127, before any node is contacted.
+func TestExecCannotRun(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(file, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const nodes = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"
+	if r := runInProcess(t, nil, "exec", "--nodes", nodes, "--key", "k", "--", file); r.code != exitCannotRun || !strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("not executable: exit %d, want %d; stderr: %s", r.code, exitCannotRun, r.stderr)
+	}
+	if r := runInProcess(t, nil, "exec", "--nodes", nodes, "--key", "k", "--", file+".missing"); r.code != exitNotFound {
+		t.Errorf("missing: exit %d, want %d; stderr: %s", r.code, exitNotFound, r.stderr)
 	}
 }

@@ -60,7 +60,7 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	grace := fs.Duration("grace", 0, "when the lock is lost: time from SIGTERM to SIGKILL (default ttl/20;\nat most 3·ttl/40, so SIGKILL lands at least ttl/40 before the validity ends)")
 	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter KEY:fence on each node)")
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
-	verbose := fs.Bool("verbose", false, "log the acquire and the release to stderr")
+	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
 	pos, done, code := fs.parse(e, args, false)
 	if done {
 		return code
@@ -164,6 +164,9 @@ func execute(ctx context.Context, e *env, cfg execConfig) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
+	if !cfg.nonblock {
+		logf("waiting for %q", cfg.key)
+	}
 	lock, code := acquireInterruptibly(ctx, e, cfg, client, sigs)
 	if lock == nil {
 		return code

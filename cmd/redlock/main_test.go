@@ -73,6 +73,7 @@ func testMain(m *testing.M) int {
 //	                    append "tick UNIXNANO" every 5 ms until killed
 //	sleeper             ignore SIGTERM, sleep until killed
 //	signals             print "ready"; on SIGINT or SIGTERM print "got NAME", exit 40+signal
+//	readline            print "ready", read a line from stdin, print "read LINE"
 //	env                 print the REDLOCK_* variables; exit with $CHILD_EXIT or 0
 func runChild(mode string, args []string) int {
 	switch mode {
@@ -120,6 +121,14 @@ func runChild(mode string, args []string) int {
 		s := <-sigs
 		fmt.Printf("got %v\n", s)
 		return 40 + int(s.(syscall.Signal))
+	case "readline":
+		fmt.Println("ready")
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			return 92
+		}
+		fmt.Printf("read %s", line)
+		return 0
 	case "env":
 		for _, kv := range os.Environ() {
 			if strings.HasPrefix(kv, "REDLOCK_") && !strings.HasPrefix(kv, "REDLOCK_NODES=") {
