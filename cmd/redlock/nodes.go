@@ -226,5 +226,8 @@ func describeNodes(specs []nodeSpec) string {
 	for i, s := range specs {
 		names[i] = s.name
 	}
+	if len(specs) == 1 {
+		return "1 node (" + names[0] + ")"
+	}
 	return fmt.Sprintf("%d nodes (%s)", len(specs), strings.Join(names, ", "))
 }

@@ -22,10 +22,11 @@ Shows, for KEY on every node: whether the node answered, the token of the holder
 (written when locks are taken with --fence). The last line is the verdict:
 
   held     one token is on a majority of the nodes
-  free     no node that answered has the key, and too few are silent to hide a holder
+  free     no node that answered has the key, and too few could not be read to hide
+           a holder
   split    tokens are present but none on a majority: nobody holds the lock; the keys
            expire by their TTL
-  unknown  too many nodes are silent to tell (exit code 69)
+  unknown  too many nodes could not be read to tell (exit code 69)
 
 The view is a snapshot taken on each node at about the same time; a holder's own
 validity is shorter than the PTTL shown (it subtracts the time its acquire took and the
@@ -169,7 +170,7 @@ func judge(rows []nodeStatus) verdict {
 	case best >= quorum:
 		return verdict{verdictHeld, fmt.Sprintf("held by a majority: token %s on %d of %d nodes (%d needed)", short(tokens[0]), best, n, quorum)}
 	case best+silent >= quorum:
-		return verdict{verdictUnknown, fmt.Sprintf("unknown: %d of %d nodes did not answer, enough to hide a majority (%d needed)", silent, n, quorum)}
+		return verdict{verdictUnknown, fmt.Sprintf("unknown: %d of %d nodes could not be read, enough to hide a majority (%d needed)", silent, n, quorum)}
 	case len(tokens) == 0:
 		return verdict{verdictFree, fmt.Sprintf("free: no node that answered has the key (%d of %d answered)", n-silent, n)}
 	}
@@ -188,7 +189,12 @@ func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
 	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE\t")
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(tw, "%s\tno\t-\t-\t-\t%v\n", r.name, r.err)
+			reachable := "no"
+			var reply redis.Error
+			if errors.As(r.err, &reply) {
+				reachable = "yes" // it answered, with an error (WRONGPASS, WRONGTYPE, LOADING, ...)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%v\n", r.name, reachable, r.err)
 			continue
 		}
 		holder, ttl := "-", "-"
