@@ -323,9 +323,12 @@ func TestExecEnvironment(t *testing.T) {
 		t.Errorf("REDLOCK_UNTIL %q, REDLOCK_UNTIL_MS %q: want the same instant within the TTL (%v)", vars["REDLOCK_UNTIL"], vars["REDLOCK_UNTIL_MS"], err)
 	}
 
-	r = c.run("env", append([]string{"exec", "--nodes", urls, "--key", "envkey"}, helper()...)...)
-	if _, ok := vars["REDLOCK_FENCE"]; r.code != 7 || strings.Contains(r.stdout, "REDLOCK_FENCE") || !ok {
-		t.Errorf("without --fence: exit %d, output %q: want no REDLOCK_FENCE", r.code, r.stdout)
+	// Without --fence there is no REDLOCK_FENCE, not even one inherited from an outer
+	// redlock exec.
+	outer := newCLI(t, "CHILD_EXIT=7", "REDLOCK_FENCE=99", "REDLOCK_KEY=outer")
+	r = outer.run("env", append([]string{"exec", "--nodes", urls, "--key", "envkey"}, helper()...)...)
+	if r.code != 7 || strings.Contains(r.stdout, "REDLOCK_FENCE") || !strings.Contains(r.stdout, "REDLOCK_KEY=envkey\n") {
+		t.Errorf("without --fence: exit %d, output %q: want no REDLOCK_FENCE and this lock's key", r.code, r.stdout)
 	}
 
 	r = c.run("", "exec", "--nodes", urls, "--key", "envkey", "--", "sh", "-c", "kill -KILL $$")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -260,7 +261,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	cmd.Args[0] = cfg.argv[0] // as a shell does: the name the user gave
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	until := lock.Until()
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(inherited(os.Environ()),
 		"REDLOCK_KEY="+cfg.key,
 		"REDLOCK_TOKEN="+lock.Token(),
 		"REDLOCK_UNTIL="+until.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
@@ -268,6 +269,10 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	)
 	if cfg.opts.Fencing {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
+	}
+	if lockCtx.Err() != nil { // lost before the command could start: do not start it
+		fmt.Fprintf(e.errw(), "redlock exec: %v; the command was not started\n", context.Cause(lockCtx))
+		return exitLost
 	}
 	tty, foreground := terminalForeground(cmd.Stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
@@ -330,6 +335,22 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			}
 		}
 	}
+}
+
+// inherited returns the environment without the variables exec sets, so that a command
+// run under a nested redlock exec never sees the outer lock's (an outer REDLOCK_FENCE
+// where the inner lock has none would be a wrong fencing token).
+func inherited(environ []string) []string {
+	out := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_FENCE", "REDLOCK_UNTIL", "REDLOCK_UNTIL_MS":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // exitCodeOf returns a finished process's exit code, or 128+N if signal N ended it.
