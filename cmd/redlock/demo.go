@@ -181,6 +181,9 @@ func (d *demo) run(ctx context.Context) (err error) {
 		// would be. The node timeout is generous: the demo's nodes share this machine.
 		c, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 100 * time.Millisecond, Fencing: true})
 		if err != nil {
+			for _, r := range rdbs {
+				_ = r.Close()
+			}
 			return err
 		}
 		wg.Go(func() {
@@ -348,7 +351,7 @@ func (d *demo) work(ctx context.Context, name string, c *redlock.Client) {
 		lock, err := c.TryAcquire(ctx, demoKey, d.cfg.ttl)
 		d.gate.RUnlock()
 		if err != nil {
-			d.failed(phase, err, ctx)
+			d.failed(ctx, phase, err)
 			pause(ctx, 20*time.Millisecond, 60*time.Millisecond)
 			continue
 		}
@@ -405,7 +408,7 @@ func (d *demo) releasing() {
 	d.holder = ""
 }
 
-func (d *demo) failed(phase int, err error, ctx context.Context) {
+func (d *demo) failed(ctx context.Context, phase int, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := &d.stats[phase]
