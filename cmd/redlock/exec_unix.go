@@ -1,0 +1,391 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+const execAbout = `
+Takes the lock KEY on a majority of the nodes, runs the command while holding it, and
+releases it when the command exits. The lock is renewed every ttl/3 while the command
+runs. The command inherits stdin, stdout and stderr, runs in its own process group, and
+gets the environment variables REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_UNTIL (the validity
+deadline when it started, RFC 3339), REDLOCK_UNTIL_MS (the same in Unix milliseconds) and,
+with --fence, REDLOCK_FENCE (the fencing token to give the resource you protect).
+
+SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command's process group.
+If the lock is lost (renewal failed, or its validity is about to end), the process
+group gets SIGTERM, then SIGKILL after --grace, always before the validity ends.
+
+Exit codes: the command's own (128+N if it died of signal N); 2 usage error;
+69 too few nodes answered; 75 lock held elsewhere (after --wait, or at once with
+--nonblock; see --conflict-exit-code); 122 lock lost while the command ran;
+125 other error of redlock; 126 command cannot be run; 127 command not found.`
+
+// execConfig is the validated command line of exec.
+type execConfig struct {
+	specs    []nodeSpec
+	opts     redlock.Options
+	key      string
+	ttl      time.Duration
+	wait     time.Duration
+	nonblock bool
+	grace    time.Duration
+	conflict int
+	verbose  bool
+	path     string   // the command's program, resolved on PATH
+	argv     []string // the command line as given
+}
+
+// runExec is the exec subcommand.
+func runExec(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet("exec", "redlock exec --key KEY [flags] [--] command [args...]", execAbout)
+	cf := addConnFlags(fs, true)
+	key := fs.String("key", "", "the lock's `name` (required)")
+	ttl := fs.Duration("ttl", 10*time.Second, "the lock's time to live on each node; renewed every ttl/3")
+	wait := fs.Duration("wait", 0, "give up (exit 75) if the lock is not acquired within this time;\n0 waits until it is")
+	nonblock := fs.Bool("nonblock", false, "make one attempt and give up at once (exit 75) if the lock is held")
+	grace := fs.Duration("grace", 0, "when the lock is lost: time from SIGTERM to SIGKILL (default ttl/20;\nat most 3·ttl/40, so SIGKILL lands at least ttl/40 before the validity ends)")
+	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter KEY:fence on each node)")
+	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
+	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
+	pos, done, code := fs.parse(e, args, false)
+	if done {
+		return code
+	}
+	cfg, err := execSetup(e, cf, pos, execConfig{
+		key: *key, ttl: *ttl, wait: *wait, nonblock: *nonblock, grace: *grace,
+		conflict: *conflict, verbose: *verbose,
+		opts: redlock.Options{NodeTimeout: cf.nodeTimeout, DriftFactor: cf.driftFactor, Fencing: *fence},
+	})
+	if err != nil {
+		var ce *commandError
+		if errors.As(err, &ce) {
+			fmt.Fprintf(e.errw(), "redlock exec: %v\n", err)
+			return ce.code
+		}
+		return reportSetup(e, "exec", err, exitExecFailure)
+	}
+	return execute(ctx, e, cfg)
+}
+
+// commandError is a command that cannot be run: exit code 126 or 127.
+type commandError struct {
+	code int
+	err  error
+}
+
+func (c *commandError) Error() string { return c.err.Error() }
+
+func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig, error) {
+	urls, err := cf.urls(e)
+	if err != nil {
+		return cfg, err
+	}
+	if err := cf.check(); err != nil {
+		return cfg, err
+	}
+	switch {
+	case cfg.key == "":
+		return cfg, usagef("missing --key")
+	case len(pos) == 0:
+		return cfg, usagef("missing command: redlock exec --key KEY [flags] -- command [args...]")
+	case cfg.wait < 0:
+		return cfg, usagef("--wait %v must not be negative", cfg.wait)
+	case cfg.nonblock && cfg.wait > 0:
+		return cfg, usagef("--nonblock and --wait exclude each other")
+	case cfg.grace < 0:
+		return cfg, usagef("--grace %v must not be negative", cfg.grace)
+	case cfg.conflict < 0 || cfg.conflict > 255:
+		return cfg, usagef("--conflict-exit-code %d outside 0..255", cfg.conflict)
+	}
+	if err := cf.checkTTL(cfg.ttl, true); err != nil {
+		return cfg, err
+	}
+	if cfg.grace == 0 {
+		cfg.grace = cfg.ttl / 20
+	}
+	if max := maxGrace(cfg.ttl); cfg.grace > max {
+		return cfg, usagef("--grace %v is too long for --ttl %v: at most %v, so that SIGKILL lands before the lock's validity ends (raise --ttl)", cfg.grace, cfg.ttl, max)
+	}
+	if cfg.specs, err = parseNodes(urls, cf.tls); err != nil {
+		return cfg, err
+	}
+	path, err := exec.LookPath(pos[0])
+	if err != nil {
+		code := exitNotFound
+		if errors.Is(err, fs.ErrPermission) {
+			code = exitCannotRun
+		}
+		return cfg, &commandError{code: code, err: err}
+	}
+	cfg.path, cfg.argv = path, pos
+	return cfg, nil
+}
+
+// killMargin is how long before the validity ends SIGKILL is sent at the latest.
+// KeepAlive ends the lock's context at Until − ttl/10 at the latest; the grace fits in
+// the difference.
+func killMargin(ttl time.Duration) time.Duration { return ttl / 40 }
+
+// maxGrace is the longest --grace for ttl: ttl/10 − ttl/40.
+func maxGrace(ttl time.Duration) time.Duration { return ttl/10 - killMargin(ttl) }
+
+// execute acquires the lock, runs the command under it and releases it.
+func execute(ctx context.Context, e *env, cfg execConfig) int {
+	logf := func(format string, args ...any) {
+		if cfg.verbose {
+			fmt.Fprintf(e.errw(), "redlock exec: "+format+"\n", args...)
+		}
+	}
+	client, closeAll, err := dial(cfg.specs, cfg.opts)
+	if err != nil {
+		fmt.Fprintf(e.errw(), "redlock exec: %v\n", err)
+		return exitExecFailure
+	}
+	defer closeWithin(closeAll, max(250*time.Millisecond, 2*cfg.opts.NodeTimeout))
+
+	// From here on, SIGINT, SIGTERM and SIGHUP are ours: while waiting they end the wait,
+	// while the command runs they are forwarded, and during release they are ignored,
+	// so the release cannot be interrupted.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if !cfg.nonblock {
+		logf("waiting for %q", cfg.key)
+	}
+	lock, code := acquireInterruptibly(ctx, e, cfg, client, sigs)
+	if lock == nil {
+		return code
+	}
+	logf("acquired %q on %s, valid until %s", cfg.key, describeNodes(cfg.specs), lock.Until().Format(time.RFC3339Nano))
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := lock.Release(rctx); err != nil {
+			if code != exitLost {
+				fmt.Fprintf(e.errw(), "redlock exec: release: %v\n", err)
+			}
+			return
+		}
+		logf("released %q", cfg.key)
+	}()
+
+	lockCtx, stop := lock.KeepAlive(context.WithoutCancel(ctx))
+	defer stop()
+	code = supervise(e, cfg, lock, lockCtx, sigs)
+	return code
+}
+
+// acquireInterruptibly takes the lock as --wait and --nonblock say. A signal ends the
+// wait with exit code 128+signal. On failure it returns a nil lock and the exit code.
+func acquireInterruptibly(ctx context.Context, e *env, cfg execConfig, c *redlock.Client, sigs <-chan os.Signal) (*redlock.Lock, int) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.wait > 0 {
+		actx, cancel = context.WithTimeout(actx, cfg.wait)
+		defer cancel()
+	}
+	type result struct {
+		lock *redlock.Lock
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var r result
+		if cfg.nonblock {
+			r.lock, r.err = c.TryAcquire(actx, cfg.key, cfg.ttl)
+		} else {
+			r.lock, r.err = c.Acquire(actx, cfg.key, cfg.ttl)
+		}
+		ch <- r
+	}()
+	var r result
+	select {
+	case r = <-ch:
+	case s := <-sigs:
+		cancel()
+		if r = <-ch; r.lock != nil {
+			_ = r.lock.Release(context.WithoutCancel(ctx))
+		}
+		fmt.Fprintf(e.errw(), "redlock exec: %v while waiting for the lock\n", s)
+		return nil, 128 + signum(s)
+	}
+	if r.err == nil {
+		return r.lock, 0
+	}
+	switch {
+	case unavailable(r.err):
+		fmt.Fprintf(e.errw(), "redlock exec: too few nodes answered: %v\n", r.err)
+		return nil, exitUnavailable
+	case !errors.Is(r.err, redlock.ErrNotAcquired):
+		fmt.Fprintf(e.errw(), "redlock exec: %v\n", r.err)
+		return nil, exitExecFailure
+	case cfg.wait > 0:
+		fmt.Fprintf(e.errw(), "redlock exec: lock %q not acquired within %v: %v\n", cfg.key, cfg.wait, r.err)
+	default:
+		fmt.Fprintf(e.errw(), "redlock exec: lock %q is held elsewhere: %v\n", cfg.key, r.err)
+	}
+	return nil, cfg.conflict
+}
+
+// unavailable reports whether a failed acquire failed for want of nodes. When a --wait
+// ends, the library reports ErrNotAcquired with the counts of the last attempt; if
+// failures alone ruled out a majority there, the nodes were the problem, not another
+// holder.
+func unavailable(err error) bool {
+	var qe *redlock.QuorumError
+	return errors.Is(err, redlock.ErrUnavailable) ||
+		errors.As(err, &qe) && qe.Failed > qe.Nodes-qe.Needed
+}
+
+// supervise starts the command and waits for it, forwarding signals to its process
+// group, and terminates the group when the lock is lost: SIGTERM at once, SIGKILL after
+// the grace or killMargin before the validity ends, whichever comes first.
+func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Context, sigs <-chan os.Signal) int {
+	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
+	cmd.Args[0] = cfg.argv[0] // as a shell does: the name the user gave
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	until := lock.Until()
+	cmd.Env = append(inherited(os.Environ()),
+		"REDLOCK_KEY="+cfg.key,
+		"REDLOCK_TOKEN="+lock.Token(),
+		"REDLOCK_UNTIL="+until.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		"REDLOCK_UNTIL_MS="+strconv.FormatInt(until.UnixMilli(), 10),
+	)
+	if cfg.opts.Fencing {
+		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
+	}
+	if lockCtx.Err() != nil { // lost before the command could start: do not start it
+		fmt.Fprintf(e.errw(), "redlock exec: %v; the command was not started\n", context.Cause(lockCtx))
+		return exitLost
+	}
+	tty, foreground := terminalForeground(cmd.Stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
+	setPdeathsig(cmd.SysProcAttr)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(e.errw(), "redlock exec: %v\n", err)
+		return exitCannotRun
+	}
+	if foreground {
+		defer reclaimTerminal(tty)
+	}
+	pgid := cmd.Process.Pid
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+
+	var (
+		lost     = lockCtx.Done()
+		killAt   <-chan time.Time
+		isLost   bool
+		exited   bool
+		killSent bool
+	)
+	for {
+		select {
+		case <-waited:
+			waited, exited = nil, true
+			if !isLost {
+				return exitCodeOf(cmd.ProcessState)
+			}
+			if killSent || !groupAlive(pgid) {
+				return exitLost
+			}
+			// The leader is gone but others in its group still run: they get
+			// SIGKILL at killAt like the rest.
+		case s := <-sigs:
+			if !exited {
+				_ = syscall.Kill(-pgid, s.(syscall.Signal))
+			}
+		case <-lost:
+			lost, isLost = nil, true
+			now := time.Now()
+			until := lock.Until()
+			at := now.Add(cfg.grace)
+			if latest := until.Add(-killMargin(cfg.ttl)); latest.Before(at) {
+				at = latest
+			}
+			fmt.Fprintf(e.errw(), "redlock exec: %v; sending SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
+				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			killAt = time.After(at.Sub(now))
+		case <-killAt:
+			killAt, killSent = nil, true
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group\n")
+			if exited {
+				return exitLost
+			}
+		}
+	}
+}
+
+// inherited returns the environment without the variables exec sets, so that a command
+// run under a nested redlock exec never sees the outer lock's (an outer REDLOCK_FENCE
+// where the inner lock has none would be a wrong fencing token).
+func inherited(environ []string) []string {
+	out := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_FENCE", "REDLOCK_UNTIL", "REDLOCK_UNTIL_MS":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// exitCodeOf returns a finished process's exit code, or 128+N if signal N ended it.
+func exitCodeOf(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// groupAlive reports whether any process is left in process group pgid.
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) == nil
+}
+
+func signum(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return 0
+}
+
+// closeWithin runs closeAll, waiting for it at most d: node calls still in flight (a
+// stalled node's) end by go-redis's read timeout, which an exiting process need not wait
+// for.
+func closeWithin(closeAll func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		closeAll()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// flagSet is a subcommand's flags with a usage text that spells flags the GNU way
+// (--name), as the documentation does; the flag package accepts both -name and --name.
+type flagSet struct {
+	*flag.FlagSet
+	synopsis string // "redlock status [flags] KEY"
+	about    string // a paragraph on what the command does
+}
+
+func newFlagSet(name, synopsis, about string) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // parse errors are printed by parse, once
+	fs.Usage = func() {}
+	return &flagSet{FlagSet: fs, synopsis: synopsis, about: about}
+}
+
+// usage prints the synopsis, the description and every flag.
+func (f *flagSet) usage(w io.Writer) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s\n\n%s\n\nFlags:\n", f.synopsis, strings.TrimSpace(f.about))
+	f.VisitAll(func(fl *flag.Flag) {
+		kind, text := flag.UnquoteUsage(fl)
+		head := "  --" + fl.Name
+		if kind != "" {
+			head += " " + kind
+		}
+		fmt.Fprintf(&b, "%-28s %s", head, strings.ReplaceAll(text, "\n", "\n"+strings.Repeat(" ", 29)))
+		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "0s" {
+			fmt.Fprintf(&b, " (default %s)", fl.DefValue)
+		}
+		b.WriteByte('\n')
+	})
+	io.WriteString(w, b.String())
+}
+
+// parse parses args. With interleaved, flags may also follow positional arguments
+// (redlock status KEY --nodes ...); everything after "--" is positional. It returns the
+// positional arguments, or done with the exit code when the caller must stop: after
+// --help (0) or a parse error (2).
+func (f *flagSet) parse(e *env, args []string, interleaved bool) (pos []string, done bool, code int) {
+	for {
+		err := f.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			f.usage(e.out())
+			return nil, true, exitOK
+		}
+		if err != nil {
+			fmt.Fprintf(e.errw(), "redlock %s: %v\nRun 'redlock %s --help' for usage.\n", f.Name(), err, f.Name())
+			return nil, true, exitUsage
+		}
+		rest := f.Args()
+		if !interleaved || len(rest) == 0 || (len(args) > len(rest) && args[len(args)-len(rest)-1] == "--") {
+			return append(pos, rest...), false, 0
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// connFlags are the flags that say which nodes to use and how to reach them, and, for
+// the subcommands that take locks, the algorithm's timing options.
+type connFlags struct {
+	nodes       string
+	tls         tlsFiles
+	nodeTimeout time.Duration
+	driftFactor float64
+}
+
+// addConnFlags registers the node and connection flags on fs, and with locking also
+// --node-timeout and --drift-factor.
+func addConnFlags(fs *flagSet, locking bool) *connFlags {
+	c := &connFlags{}
+	fs.StringVar(&c.nodes, "nodes", "", "comma-separated node `URLs`: redis://[user:password@]host:port[/db] or rediss://...\n(default from $REDLOCK_NODES)")
+	fs.StringVar(&c.tls.ca, "tls-ca", "", "PEM `file` of the CAs that sign the rediss:// nodes' certificates\n(default: the system's CAs)")
+	fs.StringVar(&c.tls.cert, "tls-cert", "", "PEM `file` of the client certificate for rediss:// nodes (with --tls-key)")
+	fs.StringVar(&c.tls.key, "tls-key", "", "PEM `file` of the client certificate's private key (with --tls-cert)")
+	fs.StringVar(&c.tls.serverName, "tls-server-name", "", "the `name` to verify in the rediss:// nodes' certificates\n(default: each URL's host)")
+	c.nodeTimeout, c.driftFactor = redlock.DefaultNodeTimeout, redlock.DefaultDriftFactor
+	if locking {
+		fs.DurationVar(&c.nodeTimeout, "node-timeout", c.nodeTimeout, "how long one step waits for a node before counting it as failed")
+		fs.Float64Var(&c.driftFactor, "drift-factor", c.driftFactor, "share of the TTL set aside for clock drift:\nvalidity = ttl − elapsed − (ttl × factor + 2ms)")
+	}
+	return c
+}
+
+// urls returns the node URLs from --nodes, else from REDLOCK_NODES. Every password in
+// them is registered with the redactor before anything can print it.
+func (c *connFlags) urls(e *env) ([]string, error) {
+	list, from := c.nodes, "--nodes"
+	if strings.TrimSpace(list) == "" {
+		list, from = e.getenv("REDLOCK_NODES"), "REDLOCK_NODES"
+	}
+	if strings.TrimSpace(list) == "" {
+		return nil, usagef("no nodes: give --nodes URL,URL,... or set REDLOCK_NODES")
+	}
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+		e.secrets.addFromURL(parts[i])
+	}
+	for i, p := range parts {
+		if p == "" {
+			return nil, usagef("%s: node %d of %d is empty (stray comma?)", from, i+1, len(parts))
+		}
+	}
+	return parts, nil
+}
+
+// check validates the connection flags that do not depend on the nodes.
+func (c *connFlags) check() error {
+	if c.nodeTimeout <= 0 {
+		return usagef("--node-timeout %v must be positive", c.nodeTimeout)
+	}
+	if c.driftFactor <= 0 || c.driftFactor >= 1 { // Options reads 0 as "the default"
+		return usagef("--drift-factor %v must lie in (0, 1)", c.driftFactor)
+	}
+	return nil
+}
+
+// driftOf returns the drift allowance the library sets aside for ttl: ttl × factor + 2 ms
+// (the formula of Options.DriftFactor).
+func driftOf(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
+}
+
+// checkTTL rejects a TTL that cannot give a useful lock: not whole milliseconds (Redis
+// takes milliseconds), not above the drift allowance, or, with keepAlive, too short for
+// KeepAlive to renew inside its margin (it needs at least 20 × the node timeout).
+func (c *connFlags) checkTTL(ttl time.Duration, keepAlive bool) error {
+	if ttl <= 0 || ttl%time.Millisecond != 0 {
+		return usagef("--ttl %v must be a positive whole number of milliseconds", ttl)
+	}
+	if d := driftOf(ttl, c.driftFactor); ttl <= d {
+		return usagef("--ttl %v is too small: the drift allowance alone is %v", ttl, d)
+	}
+	if min := 20 * c.nodeTimeout; keepAlive && ttl < min {
+		return usagef("--ttl %v is too small to renew safely: use at least 20 × --node-timeout (%v)", ttl, min)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+// nodeSpec is one parsed node URL.
+type nodeSpec struct {
+	name string // the URL with its password replaced by "xxxxx": safe to print
+	opts *redis.Options
+}
+
+// tlsFiles are the --tls-* flags, applied to every rediss:// node.
+type tlsFiles struct {
+	ca, cert, key, serverName string
+}
+
+func (t tlsFiles) given() bool {
+	return t.ca != "" || t.cert != "" || t.key != "" || t.serverName != ""
+}
+
+// parseNodes parses node URLs (redis:// or rediss://, with an optional ACL user and
+// password, database number and go-redis query options) and applies the TLS files to the
+// rediss:// ones. Errors name a node by its position and redacted URL, never its password.
+func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
+	specs := make([]nodeSpec, 0, len(urls))
+	seen := make(map[string]int, len(urls))
+	anyTLS := false
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // url.Error repeats the whole URL, password included
+			}
+			return nil, usagef("node %d: not a URL: %v", i+1, err)
+		}
+		name := u.Redacted()
+		if u.Scheme != "redis" && u.Scheme != "rediss" {
+			return nil, usagef("node %d (%s): scheme must be redis:// or rediss://", i+1, name)
+		}
+		if u.Host == "" {
+			return nil, usagef("node %d (%s): no host", i+1, name)
+		}
+		opts, err := redis.ParseURL(raw)
+		if err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			return nil, usagef("node %d (%s): %v", i+1, name, err)
+		}
+		if !u.Query().Has("max_retries") {
+			// As NewFromURLs does: the next attempt is the retry, and go-redis's own
+			// retries would only turn a node's error into a timeout.
+			opts.MaxRetries = -1
+		}
+		// go-redis dials a refused connection 5 times, 100 ms apart: a dead node would
+		// then hold each step to the node timeout instead of failing at once.
+		opts.DialerRetries = 1
+		server := strings.ToLower(opts.Addr)
+		if j, dup := seen[server]; dup {
+			return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
+		}
+		seen[server] = i
+		anyTLS = anyTLS || opts.TLSConfig != nil
+		specs = append(specs, nodeSpec{name: name, opts: opts})
+	}
+	if !tf.given() {
+		return specs, nil
+	}
+	if !anyTLS {
+		return nil, usagef("--tls-* flags given but no node is a rediss:// URL")
+	}
+	base, err := tf.config()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		if s.opts.TLSConfig == nil {
+			continue
+		}
+		cfg := base.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName = s.opts.TLSConfig.ServerName
+		}
+		cfg.InsecureSkipVerify = s.opts.TLSConfig.InsecureSkipVerify // ?skip_verify=true
+		s.opts.TLSConfig = cfg
+	}
+	return specs, nil
+}
+
+// config loads the TLS files into a base configuration.
+func (t tlsFiles) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.serverName}
+	if t.ca != "" {
+		pem, err := os.ReadFile(t.ca)
+		if err != nil {
+			return nil, usagef("--tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("--tls-ca %s: no PEM certificate found", t.ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if (t.cert == "") != (t.key == "") {
+		return nil, usagef("--tls-cert and --tls-key go together")
+	}
+	if t.cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
+		if err != nil {
+			return nil, usagef("--tls-cert/--tls-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// dial makes one go-redis client per node and a redlock.Client over them. close
+// closes both.
+func dial(specs []nodeSpec, opts redlock.Options) (c *redlock.Client, close func(), err error) {
+	rdbs := make([]redis.UniversalClient, len(specs))
+	for i, s := range specs {
+		rdbs[i] = redis.NewClient(s.opts)
+	}
+	closeNodes := func() {
+		for _, r := range rdbs {
+			_ = r.Close()
+		}
+	}
+	c, err = redlock.New(rdbs, opts)
+	if err != nil {
+		closeNodes()
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Close(); closeNodes() }, nil
+}
+
+// redactor replaces known passwords with "xxxxx" in what redlock prints. Passwords are
+// never formatted on purpose; this is the second line of defence, for text that comes
+// from elsewhere (an error of a library that quotes its input).
+type redactor struct {
+	mu      sync.Mutex
+	secrets []string
+}
+
+// minSecret is the shortest password the redactor replaces: replacing every "a" in the
+// output would make it unreadable while protecting nothing worth the name.
+const minSecret = 3
+
+// add registers a secret.
+func (r *redactor) add(s string) {
+	if len(s) < minSecret {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.secrets = append(r.secrets, s)
+}
+
+// addFromURL registers the password of a URL's user information, raw and decoded,
+// without needing the URL to parse.
+func (r *redactor) addFromURL(raw string) {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		rest = raw
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return
+	}
+	_, pw, ok := strings.Cut(rest[:at], ":")
+	if !ok {
+		return
+	}
+	r.add(pw)
+	if dec, err := url.PathUnescape(pw); err == nil && dec != pw {
+		r.add(dec)
+	}
+}
+
+// redact returns s with every registered secret replaced.
+func (r *redactor) redact(s string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, "xxxxx")
+	}
+	return s
+}
+
+// writer returns w behind the redactor. Each Write is redacted on its own, so a secret
+// must not be split across two writes (fmt's Fprint functions write once).
+func (r *redactor) writer(w io.Writer) io.Writer { return redactWriter{r, w} }
+
+type redactWriter struct {
+	r *redactor
+	w io.Writer
+}
+
+func (rw redactWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(rw.w, rw.r.redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// describeNodes returns "N nodes (a, b, c)" with redacted names.
+func describeNodes(specs []nodeSpec) string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.name
+	}
+	if len(specs) == 1 {
+		return "1 node (" + names[0] + ")"
+	}
+	return fmt.Sprintf("%d nodes (%s)", len(specs), strings.Join(names, ", "))
+}

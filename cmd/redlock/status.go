@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const statusAbout = `
+Shows, for KEY on every node: whether the node answered, the token of the holder
+(shortened), the key's remaining time to live (PTTL) and the fencing counter KEY:fence
+(written when locks are taken with --fence). The last line is the verdict:
+
+  held     one token is on a majority of the nodes
+  free     no node that answered has the key, and too few could not be read to hide
+           a holder
+  split    tokens are present but none on a majority: nobody holds the lock; the keys
+           expire by their TTL
+  unknown  too many nodes could not be read to tell (exit code 69)
+
+The view is a snapshot taken on each node at about the same time; a holder's own
+validity is shorter than the PTTL shown (it subtracts the time its acquire took and the
+drift allowance).`
+
+// runStatus is the status subcommand.
+func runStatus(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet("status", "redlock status [flags] KEY", statusAbout)
+	cf := addConnFlags(fs, false)
+	timeout := fs.Duration("timeout", time.Second, "how long to wait for each node")
+	pos, done, code := fs.parse(e, args, true)
+	if done {
+		return code
+	}
+	specs, key, err := statusSetup(e, cf, *timeout, pos)
+	if err != nil {
+		return reportSetup(e, "status", err, exitError)
+	}
+	rows := queryStatus(ctx, specs, key, *timeout)
+	v := judge(rows)
+	printStatus(e.out(), key, rows, v)
+	if v.kind == verdictUnknown {
+		return exitUnavailable
+	}
+	return exitOK
+}
+
+func statusSetup(e *env, cf *connFlags, timeout time.Duration, pos []string) ([]nodeSpec, string, error) {
+	urls, err := cf.urls(e)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(pos) == 0:
+		return nil, "", usagef("missing KEY")
+	case len(pos) > 1:
+		return nil, "", usagef("one KEY expected, got %d arguments", len(pos))
+	case pos[0] == "":
+		return nil, "", usagef("empty KEY")
+	case timeout <= 0:
+		return nil, "", usagef("--timeout %v must be positive", timeout)
+	}
+	specs, err := parseNodes(urls, cf.tls)
+	return specs, pos[0], err
+}
+
+// nodeStatus is what one node said about the key.
+type nodeStatus struct {
+	name  string
+	err   error  // the node did not answer, or answered with an error
+	token string // "" when the key does not exist
+	pttl  time.Duration
+	fence string // "" when the counter does not exist
+}
+
+// queryStatus reads the key, its PTTL and its fencing counter from every node at once.
+func queryStatus(ctx context.Context, specs []nodeSpec, key string, timeout time.Duration) []nodeStatus {
+	rows := make([]nodeStatus, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Go(func() { rows[i] = queryNode(ctx, s, key, timeout) })
+	}
+	wg.Wait()
+	return rows
+}
+
+func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duration) nodeStatus {
+	o := *s.opts
+	// A read-only snapshot: bound every phase by the timeout, and let the context's
+	// deadline end a read (no write here can land late and matter).
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+	o.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(&o)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	st := nodeStatus{name: s.name}
+	var get, fence *redis.StringCmd
+	var pttl *redis.DurationCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		pttl = p.PTTL(ctx, key)
+		fence = p.Get(ctx, key+":fence")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		st.err = err
+		return st
+	}
+	st.token, _ = get.Result()
+	st.pttl = pttl.Val()
+	st.fence, _ = fence.Result()
+	return st
+}
+
+type verdictKind string
+
+const (
+	verdictHeld    verdictKind = "held"
+	verdictFree    verdictKind = "free"
+	verdictSplit   verdictKind = "split"
+	verdictUnknown verdictKind = "unknown"
+)
+
+// verdict is the conclusion drawn from all nodes.
+type verdict struct {
+	kind verdictKind
+	text string
+}
+
+// judge decides whether the key is held by a majority, free, split or unknown.
+func judge(rows []nodeStatus) verdict {
+	n := len(rows)
+	quorum := n/2 + 1
+	silent := 0
+	count := map[string]int{}
+	for _, r := range rows {
+		switch {
+		case r.err != nil:
+			silent++
+		case r.token != "":
+			count[r.token]++
+		}
+	}
+	tokens := make([]string, 0, len(count))
+	for t := range count {
+		tokens = append(tokens, t)
+	}
+	sort.Slice(tokens, func(i, j int) bool {
+		if count[tokens[i]] != count[tokens[j]] {
+			return count[tokens[i]] > count[tokens[j]]
+		}
+		return tokens[i] < tokens[j]
+	})
+	best := 0
+	if len(tokens) > 0 {
+		best = count[tokens[0]]
+	}
+	switch {
+	case best >= quorum:
+		return verdict{verdictHeld, fmt.Sprintf("held by a majority: token %s on %d of %d nodes (%d needed)", short(tokens[0]), best, n, quorum)}
+	case best+silent >= quorum:
+		return verdict{verdictUnknown, fmt.Sprintf("unknown: %d of %d nodes could not be read, enough to hide a majority (%d needed)", silent, n, quorum)}
+	case len(tokens) == 0:
+		return verdict{verdictFree, fmt.Sprintf("free: no node that answered has the key (%d of %d answered)", n-silent, n)}
+	}
+	parts := make([]string, len(tokens))
+	for i, t := range tokens {
+		parts[i] = fmt.Sprintf("%s on %d", short(t), count[t])
+	}
+	return verdict{verdictSplit, fmt.Sprintf("split: no token on a majority (%s; %d needed), so nobody holds the lock; the keys expire by their TTL", strings.Join(parts, ", "), quorum)}
+}
+
+// printStatus writes the table and the verdict.
+func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
+	fmt.Fprintf(w, "key %q on %d nodes (%d needed for a majority)\n", key, len(rows), len(rows)/2+1)
+	var table strings.Builder
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE\t")
+	for _, r := range rows {
+		if r.err != nil {
+			reachable := "no"
+			var reply redis.Error
+			if errors.As(r.err, &reply) {
+				reachable = "yes" // it answered, with an error (WRONGPASS, WRONGTYPE, LOADING, ...)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%v\n", r.name, reachable, r.err)
+			continue
+		}
+		holder, ttl := "-", "-"
+		if r.token != "" {
+			holder = short(r.token)
+			switch {
+			case r.pttl >= 0:
+				ttl = r.pttl.Round(time.Millisecond).String()
+			case r.pttl == -1: // go-redis passes Redis's -1 (no TTL) through as a Duration of -1
+				ttl = "no TTL"
+			}
+		}
+		fence := "-"
+		if r.fence != "" {
+			fence = printable(r.fence)
+		}
+		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\t\n", r.name, holder, ttl, fence)
+	}
+	tw.Flush()
+	for line := range strings.Lines(table.String()) {
+		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+	}
+	fmt.Fprintf(w, "verdict: %s\n", v.text)
+}
+
+// short returns the first 8 characters of a token, quoted if it is not printable text.
+func short(token string) string {
+	const keep = 8
+	t := printable(token)
+	if utf8.RuneCountInString(t) <= keep+1 {
+		return t
+	}
+	return string([]rune(t)[:keep]) + "…"
+}
+
+// printable returns s, or s quoted when it holds bytes that are not printable text.
+func printable(s string) string {
+	q := strconv.Quote(s)
+	if q[1:len(q)-1] == s && !strings.ContainsAny(s, " \t") {
+		return s
+	}
+	return q
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestUsage: bad input gets a clear message and exit code 2, --help works everywhere,
+// and nothing is contacted before the command line is known to be good.
+func TestUsage(t *testing.T) {
+	const nodes = "redis://127.0.0.1:1,redis://127.0.0.1:2,redis://127.0.0.1:3"
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		want string // in stderr (or stdout for --help)
+	}{
+		{"no command", nil, nil, 2, "Commands:"},
+		{"unknown command", nil, []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"help", nil, []string{"--help"}, 0, "exec"},
+		{"help topic", nil, []string{"help", "status"}, 0, "Usage: redlock status"},
+		{"demo help", nil, []string{"demo", "--help"}, 0, "--redis-server"},
+		{"exec help", nil, []string{"exec", "-h"}, 0, "--conflict-exit-code"},
+		{"status help", nil, []string{"status", "--help"}, 0, "--tls-server-name"},
+		{"unknown flag", nil, []string{"exec", "--frob"}, 2, "flag provided but not defined: -frob"},
+		{"bad duration", nil, []string{"exec", "--ttl", "ten"}, 2, `invalid value "ten" for flag -ttl`},
+		{"no nodes", nil, []string{"exec", "--key", "k", "--", "true"}, 2, "no nodes: give --nodes"},
+		{"missing key", nil, []string{"exec", "--nodes", nodes, "--", "true"}, 2, "missing --key"},
+		{"missing command", nil, []string{"exec", "--nodes", nodes, "--key", "k"}, 2, "missing command"},
+		{"missing command after --", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--"}, 2, "missing command"},
+		{"empty node", nil, []string{"exec", "--nodes", nodes + ",", "--key", "k", "--", "true"}, 2, "node 4 of 4 is empty"},
+		{"bad scheme", nil, []string{"exec", "--nodes", "http://h:1", "--key", "k", "--", "true"}, 2, "redis:// or rediss://"},
+		{"bad port", nil, []string{"exec", "--nodes", "redis://h:port", "--key", "k", "--", "true"}, 2, "node 1: not a URL"},
+		{"bad db", nil, []string{"exec", "--nodes", "redis://h:1/x", "--key", "k", "--", "true"}, 2, "invalid database number"},
+		{"duplicate node", nil, []string{"exec", "--nodes", nodes + ",redis://127.0.0.1:2/3", "--key", "k", "--", "true"}, 2, "node 4 (redis://127.0.0.1:2/3) is the same server as node 2"},
+		{"ttl below drift", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--ttl", "2ms", "--", "true"}, 2, "drift allowance alone is 2.02ms"},
+		{"ttl fraction of ms", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--ttl", "1500us", "--", "true"}, 2, "whole number of milliseconds"},
+		{"ttl too short to renew", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--ttl", "500ms", "--", "true"}, 2, "at least 20 × --node-timeout (1s)"},
+		{"grace too long", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--grace", "5s", "--", "true"}, 2, "at most 750ms"},
+		{"nonblock and wait", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--wait", "1s", "--", "true"}, 2, "exclude each other"},
+		{"drift factor zero", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--drift-factor", "0", "--", "true"}, 2, "must lie in (0, 1)"},
+		{"tls flags without rediss", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--tls-ca", "ca.pem", "--", "true"}, 2, "no node is a rediss:// URL"},
+		{"tls cert without key", nil, []string{"status", "--nodes", "rediss://h:1", "--tls-cert", "c.pem", "k"}, 2, "go together"},
+		{"tls ca missing", nil, []string{"status", "--nodes", "rediss://h:1", "--tls-ca", "/nonexistent/ca.pem", "k"}, 2, "--tls-ca: open /nonexistent/ca.pem"},
+		{"command not found", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--", "no-such-command-redlock"}, 127, "executable file not found"},
+		{"nodes from the environment", map[string]string{"REDLOCK_NODES": "redis://h:1,redis://h:1"}, []string{"status", "k"}, 2, "node 2 (redis://h:1) is the same server as node 1"},
+		{"status without key", nil, []string{"status", "--nodes", nodes}, 2, "missing KEY"},
+		{"status two keys", nil, []string{"status", "--nodes", nodes, "a", "b"}, 2, "one KEY expected"},
+		{"demo argument", nil, []string{"demo", "now"}, 2, `unexpected argument "now"`},
+		{"demo workers", nil, []string{"demo", "--workers", "1"}, 2, "--workers 1 outside 2..16"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runInProcess(t, tc.env, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if got := r.stdout + r.stderr; !strings.Contains(got, tc.want) {
+				t.Errorf("output does not contain %q:\n%s", tc.want, got)
+			}
+			if tc.code == 2 && !strings.Contains(r.stderr, "--help") && !strings.Contains(r.stderr, "Commands:") {
+				t.Errorf("a usage error should point to --help:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestInterleavedFlags: status takes flags after its KEY too, and "--" ends the flags.
+func TestInterleavedFlags(t *testing.T) {
+	r := runInProcess(t, nil, "status", "k", "--nodes", "redis://h:1,redis://h:1")
+	if r.code != 2 || !strings.Contains(r.stderr, "same server") {
+		t.Fatalf("flags after KEY were not parsed: %d %s", r.code, r.stderr)
+	}
+	r = runInProcess(t, nil, "status", "--nodes", "redis://h:1,redis://h:1", "--", "--odd-key")
+	if r.code != 2 || !strings.Contains(r.stderr, "same server") {
+		t.Fatalf("-- did not end the flags: %d %s", r.code, r.stderr)
+	}
+}
