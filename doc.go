@@ -5,8 +5,8 @@
 // # The algorithm
 //
 //  1. Each attempt of Acquire makes a random token (a UUID v4 from crypto/rand).
-//  2. It sends SET key token NX PX ttl (scripts/acquire.lua) to all N nodes at once, each
-//     call bounded by Options.NodeTimeout.
+//  2. It sends SET key token NX PX ttl (scripts/acquire.lua) to all N nodes at once and
+//     waits at most Options.NodeTimeout for their replies.
 //  3. It measures the elapsed time on the monotonic clock from just before the first
 //     request; validity = ttl − elapsed − (ttl × DriftFactor + 2 ms).
 //  4. The lock is granted iff at least N/2+1 nodes said yes and validity > 0. Otherwise
@@ -34,12 +34,14 @@
 //
 // # Waiting for a lock
 //
-// Acquire calls of one Client for the same key queue in arrival order, and a release
-// wakes the next one at once: releases by this Client directly, releases by other
-// Clients through an announcement that release.lua publishes on each node and the
-// waiting Client hears over one pub/sub connection per node. Polling with
-// Options.RetryDelay remains the fallback (for a lock that expires, or announcements
-// lost while a node is down).
+// Acquire calls of one Client for the same key queue in arrival order. A Release by
+// this Client hands the lock straight to the next one in a single step (handoff.lua
+// replaces the token on every node; at most 16 times in a row, then the key is freed
+// so that other Clients get their turn). Releases by other Clients reach the waiting
+// Client through an announcement that release.lua publishes on each node and the
+// Client hears over one pub/sub connection per node. Polling with Options.RetryDelay
+// remains the fallback (for a lock that expires, or announcements lost while a node is
+// down).
 //
 // # Errors
 //

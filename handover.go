@@ -27,7 +27,7 @@ import (
 
 // releaseChannel is the pub/sub channel on which release.lua announces that key was
 // released; the message is the released (now dead) token.
-func releaseChannel(key string) string { return "redlock:released:" + key }
+func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
 
 // queues is a Client's per-key state for waiting Acquire calls and its subscriptions.
 type queues struct {
@@ -62,6 +62,7 @@ type keyQueue struct {
 	offer      *offer         // the waiting head's standing request for a hand-over
 	handOffs   int            // hand-overs in a row since the last plain release
 	courtesy   time.Duration  // see released
+	listeners  int            // nodes subscribed to the key's channel so far
 }
 
 // maxHandOffs bounds the hand-overs in a row inside one Client: after that many, a
@@ -130,6 +131,14 @@ type ticket struct {
 	turn chan struct{}
 }
 
+// busy reports whether Acquire calls of this Client wait for key.
+func (q *queues) busy(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys[key]
+	return kq != nil && len(kq.queue) > 0
+}
+
 // join puts a blocking Acquire for key at the back of its queue.
 func (q *queues) join(key string) *ticket {
 	q.mu.Lock()
@@ -143,6 +152,10 @@ func (q *queues) join(key string) *ticket {
 		q.keys[key] = kq
 	}
 	kq.idle = time.Time{}
+	if now := time.Now(); now.Sub(q.swept) >= linger {
+		q.swept = now
+		q.sweep(now)
+	}
 	t := &ticket{q: q, key: key, kq: kq, turn: make(chan struct{})}
 	if len(kq.queue) == 0 {
 		close(t.turn)
@@ -245,16 +258,18 @@ func (t *ticket) pause(took time.Duration) time.Duration {
 
 // heldHere reports whether a lock this Client granted on the key is still valid at now:
 // an attempt would then certainly fail.
-func (t *ticket) heldHere(now time.Time) bool {
+// It returns the latest validity end among those locks (zero when none is valid).
+func (t *ticket) heldHere(now time.Time) (until time.Time) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	for l := range t.kq.holders {
-		if now.Before(l.Until()) {
-			return true
+		if u := l.Until(); now.Before(u) {
+			until = later(until, u)
+		} else {
+			delete(t.kq.holders, l)
 		}
-		delete(t.kq.holders, l)
 	}
-	return false
+	return until
 }
 
 // subscribe asks every node to announce releases of the key to this Client.
@@ -310,8 +325,14 @@ func (q *queues) notice(channel, token string) {
 	if kq == nil {
 		return
 	}
-	if kq.notices == nil || len(kq.notices) >= maxNotices {
+	if kq.notices == nil {
 		kq.notices = make(map[string]int)
+	}
+	if _, ok := kq.notices[token]; !ok && len(kq.notices) >= maxNotices {
+		for old := range kq.notices { // forget one (a minority's clean-up, most likely)
+			delete(kq.notices, old)
+			break
+		}
 	}
 	kq.notices[token]++
 	if kq.notices[token] == len(q.c.nodes)/2+1 {
@@ -398,11 +419,29 @@ func (q *queues) follow(ls *listener) {
 			for _, ch := range add {
 				have[ch] = true
 			}
+			q.listening(add)
 		}
 		if len(drop) > 0 {
 			_ = ls.ps.Unsubscribe(ctx, drop...)
 			for _, ch := range drop {
 				delete(have, ch)
+			}
+		}
+	}
+}
+
+// listening counts one more node subscribed to each channel. Once a majority is, a
+// release announced from then on wakes the head; one announced between the head's last
+// attempt and now was missed, so the head is woken to attempt once more.
+func (q *queues) listening(chans []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, ch := range chans {
+		if kq := q.keys[q.chans[ch]]; kq != nil {
+			kq.listeners++
+			if kq.listeners == len(q.c.nodes)/2+1 {
+				kq.courtesy = 0
+				kq.wakeUp(true)
 			}
 		}
 	}
@@ -416,7 +455,11 @@ func (q *queues) close() {
 	q.mu.Unlock()
 	for _, ls := range listeners {
 		close(ls.stop)
-		_ = ls.ps.Close() // ends its message channel
+		q.wg.Add(1)
+		go func() { // in parallel: each may wait for a reconnection to a dead node
+			defer q.wg.Done()
+			_ = ls.ps.Close() // ends its message channel
+		}()
 	}
 	q.wg.Wait()
 }

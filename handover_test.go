@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,7 +244,8 @@ func TestContendedAttemptSendsNoRelease(t *testing.T) {
 	}
 }
 
-// scriptCalls sums the calls of EVAL and EVALSHA in an INFO commandstats reply.
+// scriptCalls sums the successful calls of EVAL and EVALSHA in an INFO commandstats
+// reply (an EVALSHA answered NOSCRIPT, then sent again as EVAL, counts once).
 func scriptCalls(stats string) int {
 	total := 0
 	for _, line := range strings.Split(stats, "\n") {
@@ -250,10 +253,85 @@ func scriptCalls(stats string) int {
 		if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
 			continue
 		}
-		var calls int
-		if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
-			total += calls
+		var calls, usec, rejected, failed int
+		var perCall float64
+		if _, err := fmt.Sscanf(rest, "calls=%d,usec=%d,usec_per_call=%f,rejected_calls=%d,failed_calls=%d",
+			&calls, &usec, &perCall, &rejected, &failed); err == nil {
+			total += calls - failed
 		}
 	}
 	return total
+}
+
+// TestHandOffInOneStep: a Release with a waiter of the same Client queued hands the lock
+// over by replacing the token on every node: no DEL, no announcement.
+func TestHandOffInOneStep(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "baton", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := acquireAsync(ctx, c.client, "baton", time.Minute)
+	eventually(t, "the waiter in the queue", func() bool { return c.client.Waiting("baton") == 1 })
+	holder.WaitForCalls()
+	for _, a := range c.admin {
+		if err := a.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	r.lock.WaitForCalls()
+	c.wantValues("baton", repeat(r.lock.Token(), 3)...)
+	for i, a := range c.admin {
+		stats, err := a.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(stats, "cmdstat_del:") || strings.Contains(stats, "cmdstat_publish:") {
+			t.Fatalf("node %d deleted or announced the key during a hand-over:\n%s", i+1, stats)
+		}
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandOffLetsOtherClientsIn: three goroutines of one Client pass the lock around
+// by hand-over; a waiter in another Client, which only hears announcements, still gets
+// it, because a run of hand-overs ends with a plain release.
+func TestHandOffLetsOtherClientsIn(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	other := c.newClient(noPolling)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var passes sync.WaitGroup
+	var grants atomic.Int64
+	for range 3 { // one holds, one offers to take it over, one queues behind
+		passes.Add(1)
+		go func() {
+			defer passes.Done()
+			for ctx.Err() == nil {
+				lock, err := c.client.Acquire(ctx, "shared", time.Minute)
+				if err != nil {
+					return
+				}
+				grants.Add(1)
+				time.Sleep(time.Millisecond)
+				_ = lock.Release(context.WithoutCancel(ctx))
+			}
+		}()
+	}
+	eventually(t, "the first Client's goroutines to pass the lock around", func() bool { return grants.Load() >= 50 })
+	start := time.Now()
+	r := wantResult(t, "the other Client's waiter", acquireAsync(ctx, other, "shared", time.Minute))
+	t.Logf("the other Client got the lock after %v", time.Since(start))
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	passes.Wait()
 }

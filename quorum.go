@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -54,14 +56,26 @@ type reply struct {
 
 // round is one step sent to every node at once.
 type round struct {
-	replies chan reply      // buffered to n: a late reply never blocks its goroutine
-	done    []chan struct{} // done[i] is closed once node i's call has returned
-	timeout <-chan time.Time
+	replies chan reply       // buffered to n: a late reply never blocks its goroutine
+	done    []chan struct{}  // done[i] is closed once node i's call has returned
+	expires time.Time        // when the node timeout of the round's calls ends (system clock)
+	timeout <-chan time.Time // the same for another Clock: its After, taken at the start
 	// outs[i] is what node i answered. It is written before the reply is sent and
 	// before done[i] is closed: read it only for a node whose reply gather received, or
 	// after done[i].
 	outs     []outcome
 	deadline time.Time // for calls that wait behind an earlier one
+
+	cancel context.CancelFunc // ends the round's call context
+	left   atomic.Int32       // calls not yet finished
+}
+
+// finished records that one call of the round is over; the last one releases the
+// round's context.
+func (r *round) finished() {
+	if r.left.Add(-1) == 0 {
+		r.cancel()
+	}
 }
 
 // answer records node i's outcome and delivers its reply.
@@ -95,14 +109,24 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	r := &round{
 		replies: make(chan reply, n),
 		done:    make([]chan struct{}, n),
-		timeout: c.opts.Clock.After(c.opts.NodeTimeout),
+		expires: time.Now().Add(c.opts.NodeTimeout),
 		outs:    make([]outcome, n),
+	}
+	if _, ok := c.opts.Clock.(systemClock); !ok {
+		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)
 	}
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
+	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
+	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
+	// phases in which nothing was sent yet. Reads and writes are bounded by go-redis's
+	// own timeouts (see NewFromURLs); the round's timer bounds how long the caller waits.
 	base := context.WithoutCancel(ctx)
+	var rctx context.Context
+	rctx, r.cancel = context.WithTimeout(base, c.opts.NodeTimeout)
+	r.left.Store(int32(n))
 	for i := range c.nodes {
 		done := make(chan struct{})
 		r.done[i] = done
@@ -114,6 +138,8 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 		c.workers.run(func() {
 			defer c.calls.Done()
 			defer close(done)
+			defer r.finished()
+			cctx := rctx
 			if wait != nil {
 				select {
 				case <-wait: // the earlier call has returned: send at once
@@ -123,17 +149,17 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 						r.answer(i, outFailed, 0, errNodeBusy)
 						return
 					}
+					// Sent late: it gets a node timeout of its own.
+					var cancelLate context.CancelFunc
+					cctx, cancelLate = context.WithTimeout(base, c.opts.NodeTimeout)
+					defer cancelLate()
 				}
 			}
 			if need != nil && !need(i) {
 				r.answer(i, outNo, 0, nil)
 				return
 			}
-			// No deadline on the call itself: one that go-redis abandoned at a context
-			// deadline could still execute later from the socket's buffer, and done
-			// must mean the call can no longer land. The round's own timer bounds how
-			// long the caller waits; go-redis's ReadTimeout ends the call.
-			out, v, err := nd.run(base, st, keys, args)
+			out, v, err := nd.run(cctx, st, keys, args)
 			r.answer(i, out, v, err)
 		})
 	}
@@ -149,8 +175,24 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, errs *multierror.Error, ctxErr error) {
 	n := len(c.nodes)
 	t = newTally(n)
-	answered := make([]bool, n)
-	causes := make([]error, n)
+	timeout := r.timeout
+	if timeout == nil {
+		t := timers.Get().(*time.Timer)
+		t.Reset(time.Until(r.expires))
+		defer func() {
+			t.Stop() // since Go 1.23 a stopped timer's channel holds no stale value
+			timers.Put(t)
+		}()
+		timeout = t.C
+	}
+	// Small fixed arrays stay on the stack for the usual N (≤ 7).
+	var answeredBuf [7]bool
+	var causesBuf [7]error
+	answered, causes := answeredBuf[:0], causesBuf[:0]
+	if n > len(answeredBuf) {
+		answered, causes = make([]bool, 0, n), make([]error, 0, n)
+	}
+	answered, causes = answered[:n], causes[:n]
 wait:
 	for t.pending > 0 && !(early && t.won()) {
 		select {
@@ -158,7 +200,7 @@ wait:
 			answered[rep.node] = true
 			t.add(rep.out, rep.val)
 			causes[rep.node] = rep.err
-		case <-r.timeout:
+		case <-timeout:
 			for i, ok := range answered {
 				if !ok {
 					t.add(outFailed, 0)
@@ -185,3 +227,11 @@ func finish(errs **multierror.Error) {
 		(*errs).ErrorFormat = joinNodeErrors
 	}
 }
+
+// timers keeps stopped timers for gather: one per step would otherwise be made and
+// dropped on the hot path (with the system clock; another Clock gives its own).
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}

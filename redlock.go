@@ -83,6 +83,9 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 			// which inside a node timeout only hides the cause; the quorum is the retry.
 			ropts.MaxRetries = -1
 		}
+		// go-redis dials a refused connection 5 times, 100 ms apart, by default: longer
+		// than a node timeout, and a release to that node would wait behind it.
+		ropts.DialerRetries = 1
 		rdbs = append(rdbs, redis.NewClient(ropts))
 		names = append(names, u.Redacted())
 	}
@@ -194,10 +197,12 @@ func (c *Client) enter() bool {
 }
 
 // Acquire takes the lock named key for ttl, retrying after each failed attempt until it
-// succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts as soon
-// as the lock is released (by this Client, or announced by a majority of nodes; see
-// Client's documentation), and otherwise after the delay Options.RetryDelay gives.
-// Acquire calls of one Client for the same key wait their turn in arrival order.
+// succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts when
+// the lock is released: at once when this Client released it (often the lock is handed
+// straight over), after a short random pause when a majority of nodes announced the
+// release (see the package documentation); otherwise after the delay
+// Options.RetryDelay gives. Acquire calls of one Client for the same key wait their
+// turn in arrival order.
 // The returned Lock is held until Lock.Until, which is at most ttl − drift after the
 // attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
 // is held elsewhere, or ctx ended during an attempt or before the first) or
@@ -210,19 +215,43 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
+	var last *QuorumError
+	var took time.Duration // how long the latest attempt took
+	attempt := 1
+	if !c.queues.busy(key) {
+		// Nobody in this Client waits for key: try at once, without queueing.
+		start := c.opts.Clock.Now()
+		lock, qe, err := c.try(ctx, key, ttl)
+		if lock != nil || err != nil {
+			return lock, err
+		}
+		took = c.opts.Clock.Now().Sub(start)
+		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 {
+			return nil, qe
+		}
+		last, attempt = qe, 2
+	}
 	t := c.queues.join(key)
 	defer t.leave()
 	if err := t.wait(ctx, c.closing); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
 		}
+		if last != nil {
+			last.ctxErr = err
+			return nil, last
+		}
 		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err)
 	}
-	var last *QuorumError
-	var took time.Duration // how long the latest attempt took
-	for attempt := 1; ; {
+	if last != nil && last.Refused > 0 {
+		t.subscribe() // held elsewhere: hear when it is released
+	}
+	waitFirst := last != nil // the attempt just made counts: wait before the next
+	for {
 		wake := t.woken()
-		if now := c.opts.Clock.Now(); !t.heldHere(now) {
+		now := c.opts.Clock.Now()
+		held := t.heldHere(now) // a lock of this Client holds the key until then
+		if !waitFirst && held.IsZero() {
 			lock, qe, err := c.try(ctx, key, ttl)
 			took = c.opts.Clock.Now().Sub(now)
 			if lock != nil || err != nil {
@@ -236,6 +265,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 				t.subscribe() // held elsewhere: hear when it is released
 			}
 			attempt++
+		}
+		waitFirst = false
+		delay := c.opts.RetryDelay(max(attempt-1, 1))
+		if !held.IsZero() {
+			delay = held.Sub(now) // its Release wakes us sooner
 		}
 		var o *offer // a Release of this Client may hand the lock over directly
 		var handed <-chan *Lock
@@ -259,7 +293,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 				case <-ctx.Done():
 				}
 			}
-		case <-c.opts.Clock.After(c.opts.RetryDelay(max(attempt-1, 1))):
+		case <-c.opts.Clock.After(delay):
 		}
 		if o != nil && !t.withdraw(o) {
 			lock = <-o.got // a Release is handing the lock over: wait for its outcome
@@ -426,7 +460,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // (see Close).
 func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
-	args := []any{token, releaseChannel(key)}
+	args := []any{token}
 	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, args, r.done, true, r.mayHold), false)
 }
 
@@ -498,11 +532,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return err
 	}
-	end, err := l.begin("extend")
-	if err != nil {
+	if err := l.begin("extend"); err != nil {
 		return err
 	}
-	defer end()
+	defer l.end()
 	start := c.opts.Clock.Now()
 	if err := l.check("extend", start); err != nil {
 		return err
@@ -518,14 +551,16 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	until := now.Add(v)
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if ctxErr == nil && t.won() && v > 0 {
-		// The majority that said yes holds our key at least until the new end, and
-		// (TTLs never shrink) at least until the old one.
+		// The majority that said yes holds our key at least until the new end; the
+		// majority behind the old Until still holds it until then, since no step ever
+		// shortens a TTL. So the lock is valid until the later of the two.
 		l.until, l.ttl = later(l.until, until), ttl
+		l.mu.Unlock()
 		l.heal(ctx, r, ttl)
 		return nil
 	}
+	defer l.mu.Unlock()
 	kind := ErrUnavailable
 	if t.contended() || v <= 0 || !now.Before(l.until) {
 		kind = ErrLockLost
@@ -559,11 +594,10 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	l.stopKeeper(errReleased) // before taking l.op: the keeper may be inside Extend
-	end, err := l.begin("release")
-	if err != nil {
+	if err := l.begin("release"); err != nil {
 		return err
 	}
-	defer end()
+	defer l.end()
 	now := c.opts.Clock.Now()
 	l.mu.Lock()
 	if l.released {
@@ -586,7 +620,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token, releaseChannel(l.key)}, l.calls, true, nil)
+	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
 	l.calls = r.done
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	var courtesy time.Duration
@@ -640,17 +674,20 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) 
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
-// Client so that Close waits for it. end finishes it.
-func (l *Lock) begin(op string) (end func(), err error) {
+// Client so that Close waits for it. After a nil error, end finishes it.
+func (l *Lock) begin(op string) error {
 	l.op.Lock()
 	if !l.c.enter() {
 		l.op.Unlock()
-		return nil, fmt.Errorf("redlock: %s %q: %w", op, l.key, ErrClosed)
+		return fmt.Errorf("redlock: %s %q: %w", op, l.key, ErrClosed)
 	}
-	return func() {
-		l.c.calls.Done()
-		l.op.Unlock()
-	}, nil
+	return nil
+}
+
+// end finishes a step started by begin.
+func (l *Lock) end() {
+	l.c.calls.Done()
+	l.op.Unlock()
 }
 
 // later returns the later of a and b.
