@@ -8,7 +8,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	RunWorkerIfAsked() // the holder processes of the SIGSTOP scenarios are this binary
+	goleak.VerifyTestMain(m)
+}
 
 // MatrixOutEnv names a directory: when set, TestMatrix writes the measured table there
 // as safety-matrix.md and safety-matrix.json.

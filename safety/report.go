@@ -61,6 +61,7 @@ type jsonResult struct {
 	ReleaseLost     int     `json:"release_lock_lost"`
 	AcquireP50      float64 `json:"acquire_p50_ms"`
 	AcquireP99      float64 `json:"acquire_p99_ms"`
+	Reacquire       float64 `json:"reacquire_after_crash_ms,omitempty"`
 	FenceViolation  string  `json:"fence_violation,omitempty"`
 }
 
@@ -81,7 +82,7 @@ func JSON(results []Result) ([]byte, error) {
 			LostUpdates: r.LostUpdates, StaleAccepted: r.StaleAccepted, StaleRefused: r.StaleRefused,
 			Unavailable: r.Unavailable, NotAcquired: r.NotAcquired, OtherErrors: r.OtherErrors,
 			ReleaseLost: r.ReleaseLost, AcquireP50: msf(r.AcquireP50), AcquireP99: msf(r.AcquireP99),
-			FenceViolation: r.FenceViolation,
+			Reacquire: msf(r.Reacquire), FenceViolation: r.FenceViolation,
 		})
 	}
 	return json.MarshalIndent(out, "", "  ")

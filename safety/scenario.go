@@ -369,13 +369,38 @@ func holderPauses() []*Scenario {
 		}
 	}
 	return []*Scenario{{
-		Name: "holder paused past its TTL", Mode: Redlock5, Expect: Detected,
+		Name: "holder stalled past its TTL (in-process pause)", Mode: Redlock5, Expect: Detected,
 		Why: "no lease survives a pause after the grant: the documented limit",
 		run: run(false),
 	}, {
-		Name: "holder paused past its TTL, fenced resource", Mode: Redlock5, Expect: Fenced,
+		Name: "holder stalled past its TTL, fenced resource", Mode: Redlock5, Expect: Fenced,
 		Why: "the late holder's write carries an older fencing token and is refused",
 		run: run(true),
+	}, {
+		Name: "holder process SIGSTOPped past its TTL (T12)", Mode: Redlock5, Expect: Detected,
+		Why: "a stopped process cannot notice its lease end; its late write lands",
+		run: func(t testing.TB) (*Report, error) { return stoppedHolder(t, false) },
+	}, {
+		Name: "holder process SIGSTOPped past its TTL, fenced resource (T12)", Mode: Redlock5, Expect: Fenced,
+		Why: "the resource refuses the stopped holder's write: its token is older",
+		run: func(t testing.TB) (*Report, error) { return stoppedHolder(t, true) },
+	}, {
+		Name: "holder crashes without releasing", Mode: Redlock5, Expect: Safe,
+		Why: "the lock frees itself after its TTL: the next grant comes about one TTL later",
+		run: func(t testing.TB) (*Report, error) {
+			clients := modeClients(t, Redlock5, 2, quick)
+			crash := func(worker, n int) time.Duration {
+				if worker == 0 && n == 3 {
+					return -1
+				}
+				return 0
+			}
+			rep := Workload{Clients: clients, TTL: ttl, Stall: crash}.Run(t.Context(), 2*ttl)
+			if rep.Abandoned != 1 || rep.Reacquire < ttl-drift(ttl) || rep.Reacquire > ttl+500*time.Millisecond {
+				return rep, fmt.Errorf("%d abandoned locks, next grant after %v; want 1, about the TTL", rep.Abandoned, rep.Reacquire)
+			}
+			return rep, nil
+		},
 	}}
 }
 
@@ -542,3 +567,6 @@ func waitKey(t testing.TB, p *redlocktest.Process, key string) error {
 	}
 	return fmt.Errorf("node %s never got key %q", p.Addr(), key)
 }
+
+// drift is the allowance the library sets aside for a TTL with the default factor.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
