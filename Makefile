@@ -3,7 +3,7 @@
 .PHONY: test deps check test-docker
 
 test: deps
-	go test -race -count=1 ./...
+	go test -race -count=1 -p 1 ./...
 
 deps:
 	./tools/install-deps.sh

@@ -36,6 +36,9 @@ type queues struct {
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
 
+	held       map[string]*Lock // the lock this Client holds per key, until released
+	heldPruned int              // size of held after its last pruning
+
 	start     sync.Once
 	listeners []*listener // one per node, made at the first subscription
 	wg        sync.WaitGroup
@@ -52,10 +55,9 @@ const linger = 5 * time.Second
 // Client. It exists while its queue is not empty, and for linger after that if it is
 // subscribed.
 type keyQueue struct {
-	idle       time.Time          // when the queue last became empty; zero while in use
-	queue      []chan struct{}    // turns in arrival order; queue[0]'s is closed (its turn)
-	wake       chan struct{}      // closed and replaced when the lock may have become free
-	holders    map[*Lock]struct{} // this Client's locks on the key, granted while queued
+	idle       time.Time       // when the queue last became empty; zero while in use
+	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
+	wake       chan struct{}   // closed and replaced when the lock may have become free
 	subscribed bool
 	notices    map[string]int // released token → nodes that announced it
 	remote     bool           // the latest wake-up came from the nodes, not this Client
@@ -256,20 +258,20 @@ func (t *ticket) pause(took time.Duration) time.Duration {
 	return 0
 }
 
-// heldHere reports whether a lock this Client granted on the key is still valid at now:
-// an attempt would then certainly fail.
-// It returns the latest validity end among those locks (zero when none is valid).
-func (t *ticket) heldHere(now time.Time) (until time.Time) {
+// heldHere returns the validity end of the lock this Client holds on the key, if one is
+// still valid at now (an attempt would then certainly fail), and zero otherwise.
+func (t *ticket) heldHere(now time.Time) time.Time {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	for l := range t.kq.holders {
-		if u := l.Until(); now.Before(u) {
-			until = later(until, u)
-		} else {
-			delete(t.kq.holders, l)
-		}
+	l := t.q.held[t.key]
+	if l == nil {
+		return time.Time{}
 	}
-	return until
+	if u := l.Until(); now.Before(u) {
+		return u
+	}
+	delete(t.q.held, t.key)
+	return time.Time{}
 }
 
 // subscribe asks every node to announce releases of the key to this Client.
@@ -289,19 +291,25 @@ func (t *ticket) subscribe() {
 	q.changed()
 }
 
-// granted records a lock of this Client on a key that has waiters here, so they do not
-// attempt while it is valid.
+// granted records the lock this Client now holds on its key, so that waiters here do
+// not attempt while it is valid. Locks dropped without a Release are forgotten once
+// their validity is over (looked for whenever the record has doubled).
 func (q *queues) granted(l *Lock) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	kq := q.keys[l.key]
-	if kq == nil {
-		return
+	if q.held == nil {
+		q.held = make(map[string]*Lock)
 	}
-	if kq.holders == nil {
-		kq.holders = make(map[*Lock]struct{})
+	q.held[l.key] = l
+	if len(q.held) > 2*q.heldPruned {
+		now := time.Now()
+		for key, h := range q.held {
+			if !now.Before(h.Until()) {
+				delete(q.held, key)
+			}
+		}
+		q.heldPruned = max(len(q.held), 64)
 	}
-	kq.holders[l] = struct{}{}
 }
 
 // released wakes the key's waiters after this Client released l. A courtesy above
@@ -309,8 +317,10 @@ func (q *queues) granted(l *Lock) {
 func (q *queues) released(l *Lock, courtesy time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.held[l.key] == l {
+		delete(q.held, l.key)
+	}
 	if kq := q.keys[l.key]; kq != nil {
-		delete(kq.holders, l)
 		kq.courtesy = courtesy
 		kq.wakeUp(courtesy > 0)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,12 +243,17 @@ func nodeFaults() []*Scenario {
 // B gets the lock it works for 20 ms. Both sections go into one log, so an overlap
 // means B was granted the lock while A's was still valid.
 func duel(t testing.TB, a, b *redlock.Client, fault func()) (*Report, error) {
+	return duelFor(t, a, b, ttl, fault)
+}
+
+// duelFor is duel with a lock TTL of lease; B tries for up to 3 × lease.
+func duelFor(t testing.TB, a, b *redlock.Client, lease time.Duration, fault func()) (*Report, error) {
 	res := &resource{start: time.Now()}
 	ctx := t.Context()
 	hold := func(c *redlock.Client, worker int, work func(*redlock.Lock) time.Duration) error {
 		start := res.now()
-		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		lock, err := c.Acquire(actx, "duel", ttl)
+		actx, cancel := context.WithTimeout(ctx, 3*lease)
+		lock, err := c.Acquire(actx, "duel", lease)
 		cancel()
 		if err != nil {
 			res.failed(err)
@@ -348,7 +354,46 @@ func restarts() []*Scenario {
 			c := newClients(t, 2, func() []redis.UniversalClient { return []redis.UniversalClient{r.FailoverClient()} }, quick)
 			return duel(t, c[0], c[1], func() { r.Master.Restart(redlocktest.NoPersistence) })
 		},
+	}, {
+		Name: "master killed before the replica got the lock; Sentinel promotes it", Mode: Replica, Expect: Detected,
+		Why: "replication is asynchronous: the promoted replica never saw A's key and grants it to B",
+		run: func(t testing.TB) (*Report, error) {
+			r := redlocktest.StartReplicated(t, redlocktest.Options{})
+			// The replica replicates through a proxy, so that its stream can be cut
+			// while the master still acknowledges writes (loopback is otherwise too
+			// fast to lose a write on demand).
+			link := redlocktest.NewNetwork(t).Proxy(r.Master.Addr())
+			replica := dial(t, r.Replica.Addr())
+			host, port, _ := strings.Cut(link.Addr(), ":")
+			if err := replica.Do(t.Context(), "REPLICAOF", host, port).Err(); err != nil {
+				return nil, err
+			}
+			if err := waitLink(t, replica); err != nil {
+				return nil, err
+			}
+			link.Blackhole(redlocktest.BothWays)
+			c := newClients(t, 2, func() []redis.UniversalClient { return []redis.UniversalClient{r.FailoverClient()} }, quick)
+			// A lease longer than the failover (about 2 s here), so A still holds it.
+			return duelFor(t, c[0], c[1], 5*time.Second, func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				if _, err := r.WaitFailover(ctx, r.Master.Kill); err != nil {
+					t.Fatalf("safety: %v", err)
+				}
+			})
+		},
 	}}
+}
+
+// waitLink waits until a replica reports its link to the master up, for up to 10 s.
+func waitLink(t testing.TB, replica *redis.Client) error {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		info, err := replica.Info(t.Context(), "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the replica's link to its master never came up")
 }
 
 func holderPauses() []*Scenario {
