@@ -12,11 +12,13 @@ import (
 // Fast hand-over: waiters do not depend on polling alone.
 //
 //   - Inside one Client, blocking Acquire calls for the same key queue up in arrival
-//     order and only the head of the queue runs attempts. A Release of this Client's
-//     lock wakes the head at once, and while a lock of this Client still holds the key
-//     within its validity the head does not send doomed attempts at all. A goroutine
-//     that releases and immediately calls Acquire again joins the back of the queue,
-//     so it cannot starve the others.
+//     order and only the head of the queue runs attempts (an Acquire with nobody of
+//     its Client waiting tries once before it queues). While a lock of this Client
+//     holds the key within its validity the head sends no doomed attempts; it leaves a
+//     standing offer, and a Release of that lock hands it straight over in one step
+//     (Lock.handOff), at most maxHandOffs times in a row. A goroutine that releases and
+//     immediately calls Acquire again joins the back of the queue, so it cannot starve
+//     the others.
 //   - Across Clients, release.lua publishes the released token on the key's channel
 //     (releaseChannel) on every node that deleted the key. A Client subscribes, one
 //     connection per node shared by all its keys, to the channels of keys its waiters
