@@ -49,6 +49,10 @@ func TestUsage(t *testing.T) {
 		{"status two keys", nil, []string{"status", "--nodes", nodes, "a", "b"}, 2, "one KEY expected"},
 		{"demo argument", nil, []string{"demo", "now"}, 2, `unexpected argument "now"`},
 		{"demo workers", nil, []string{"demo", "--workers", "1"}, 2, "--workers 1 outside 2..16"},
+		{"safety help", nil, []string{"safety", "--help"}, 0, "--html"},
+		{"safety argument", nil, []string{"safety", "all"}, 2, `unexpected argument "all"`},
+		{"safety bad regexp", nil, []string{"safety", "--run", "("}, 2, "--run: error parsing regexp"},
+		{"safety no match", nil, []string{"safety", "--run", "no such scenario"}, 2, "matches no scenario"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
