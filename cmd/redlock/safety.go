@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,10 +62,10 @@ func runSafety(ctx context.Context, e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	prog := newProgress(e.errw(), isTerminal(e.stderr), len(scenarios))
+	prog := newProgress(e.errw(), isTerminal(e.stderr), len(scenarios), 4*time.Second)
 	var timelines []*safety.Timeline
 	for _, s := range scenarios {
-		prog.begin(scenarioName(s))
+		prog.begin(scenarioName(s), nil)
 		tl := runScenario(ctx, s)
 		if ctx.Err() != nil {
 			prog.stop()
@@ -75,7 +73,11 @@ func runSafety(ctx context.Context, e *env, args []string) int {
 			return 130
 		}
 		timelines = append(timelines, tl)
-		prog.end(tl.Problem)
+		if tl.Problem != "" {
+			prog.end(false, "NOT as expected: "+tl.Problem)
+		} else {
+			prog.end(true, "as expected")
+		}
 	}
 	prog.stop()
 
@@ -175,105 +177,4 @@ func writeReports(cfg safetyConfig, results []safety.Result, timelines []*safety
 		}
 	}
 	return nil
-}
-
-// progress shows how far a run of numbered steps has come: on a terminal a bar redrawn
-// ten times a second under the finished steps, elsewhere one line per finished step.
-type progress struct {
-	w     io.Writer
-	live  bool
-	total int
-	start time.Time
-
-	mu      sync.Mutex
-	n       int // steps begun
-	name    string
-	begun   time.Time
-	drawn   bool // a bar is on the screen
-	stopped chan struct{}
-	wg      sync.WaitGroup
-}
-
-func newProgress(w io.Writer, live bool, total int) *progress {
-	p := &progress{w: w, live: live, total: total, start: time.Now(), stopped: make(chan struct{})}
-	if live {
-		p.wg.Add(1)
-		go p.redraw()
-	}
-	return p
-}
-
-// begin starts the next step.
-func (p *progress) begin(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n++
-	p.name, p.begun = name, time.Now()
-	p.drawLocked()
-}
-
-// end finishes the step begun last; problem is "" for success.
-func (p *progress) end(problem string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	took := time.Since(p.begun).Round(100 * time.Millisecond)
-	mark, verdict := "ok  ", "as expected"
-	if problem != "" {
-		mark, verdict = "FAIL", "NOT as expected: "+problem
-	}
-	line := fmt.Sprintf("%s [%*d/%d] %s: %s (%v)", mark, len(fmt.Sprint(p.total)), p.n, p.total, p.name, verdict, took)
-	if p.live {
-		fmt.Fprintf(p.w, "\r\033[K%s\n", line)
-		p.drawn = false
-		p.drawLocked()
-		return
-	}
-	fmt.Fprintln(p.w, line)
-}
-
-// stop removes the bar.
-func (p *progress) stop() {
-	close(p.stopped)
-	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
-}
-
-func (p *progress) redraw() {
-	defer p.wg.Done()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stopped:
-			return
-		case <-tick.C:
-			p.mu.Lock()
-			p.drawLocked()
-			p.mu.Unlock()
-		}
-	}
-}
-
-// drawLocked draws the bar: the finished steps, the running one's share of a typical
-// step's few seconds, the elapsed time and the running step's name.
-func (p *progress) drawLocked() {
-	if !p.live || p.n == 0 {
-		return
-	}
-	const width = 24
-	done := float64(p.n-1) + min(time.Since(p.begun).Seconds()/4, 0.9)
-	fill := int(done / float64(p.total) * width)
-	bar := strings.Repeat("█", fill) + strings.Repeat("░", width-fill)
-	el := time.Since(p.start).Round(time.Second)
-	line := fmt.Sprintf("%s %d/%d %s  %s", bar, p.n, p.total, el, p.name)
-	if r := []rune(line); len(r) > 79 {
-		line = string(r[:78]) + "…"
-	}
-	fmt.Fprintf(p.w, "\r\033[K%s", line)
-	p.drawn = true
 }
