@@ -91,7 +91,7 @@ func TestHotKey(t *testing.T) {
 	if st.Violations != 0 || st.Acquisitions < 300 || st.GaveUp != 0 || st.ReleaseErrs != 0 {
 		t.Fatalf("%+v", st)
 	}
-	if st.Handovers+st.Self != st.Acquisitions-1 || len(st.Waits) != st.Handovers || len(st.Acquire) != st.Acquisitions {
+	if st.Handovers == 0 || st.Handovers+st.Self != st.Acquisitions-1 || len(st.Waits) != st.Handovers || len(st.Acquire) != st.Acquisitions {
 		t.Errorf("hand-overs %d + self %d vs acquisitions %d; %d waits, %d latencies", st.Handovers, st.Self, st.Acquisitions, len(st.Waits), len(st.Acquire))
 	}
 	if p := st.SelfPercent(); p < 0 || p > 100 {
@@ -105,17 +105,34 @@ func TestHotKey(t *testing.T) {
 }
 
 func TestPercentile(t *testing.T) {
-	ds := []time.Duration{1, 2, 3, 4}
+	ds := func(xs ...int) []time.Duration {
+		out := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			out[i] = time.Duration(x)
+		}
+		return out
+	}
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i + 1)
+	}
 	for _, c := range []struct {
+		xs   []time.Duration
 		q    float64
 		want time.Duration
-	}{{0, 1}, {0.5, 2}, {0.99, 4}, {1, 4}} {
-		if got := Percentile(ds, c.q); got != c.want {
-			t.Errorf("Percentile(%v) = %v, want %v", c.q, got, c.want)
+	}{
+		{nil, 0.5, 0},
+		{ds(7), 0.99, 7},
+		{ds(1, 2, 3, 4), 0, 1},
+		{ds(1, 2, 3, 4), 0.5, 2},
+		{ds(1, 2, 3, 4), 1, 4},
+		{hundred, 0.5, 50},
+		{hundred, 0.99, 99},
+		{hundred, 1, 100},
+	} {
+		if got := Percentile(c.xs, c.q); got != c.want {
+			t.Errorf("Percentile(%d values, %v) = %v, want %v", len(c.xs), c.q, got, c.want)
 		}
-	}
-	if Percentile(nil, 0.5) != 0 {
-		t.Error("empty: want 0")
 	}
 }
 
