@@ -233,14 +233,21 @@ func writeTimeline(b *strings.Builder, i int, tl *Timeline) {
 		fmt.Fprintf(b, "<text class=\"note\" x=\"%d\" y=\"%.1f\">no lock was granted, so no critical section</text>\n", labelW+8, workTop+workRowH-5)
 	}
 
-	// Kills and pauses shaded over the workers; clock jumps as dashed lines.
+	// Kills and pauses shaded over the workers (once where several nodes are down at
+	// the same time); clock jumps as dashed lines.
+	shade := map[FaultKind][]interval{}
 	for _, f := range tl.Faults {
 		switch {
 		case f.From == f.To:
 			x := c.x(f.From)
 			fmt.Fprintf(b, "<line class=\"jump\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, nodesTop, x, workBottom)
 		case f.Kind == FaultDown || f.Kind == FaultPaused:
-			c.rect("s-"+string(f.Kind), f.From, f.To, workTop, workBottom-workTop, 1, "")
+			shade[f.Kind] = append(shade[f.Kind], interval{from: f.From, to: f.To})
+		}
+	}
+	for _, kind := range []FaultKind{FaultDown, FaultPaused} {
+		for _, v := range mergeIntervals(shade[kind]) {
+			c.rect("s-"+string(kind), v.from, v.to, workTop, workBottom-workTop, 1, "")
 		}
 	}
 
