@@ -3,13 +3,13 @@ package bench
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock/bench/internal/nodes"
+	"github.com/redlock-go/redlock/internal/benchload"
 )
 
 // hotHold is the critical section of the hot-key workload.
@@ -63,24 +63,23 @@ func benchCycles(b *testing.B, l lib, g, n int) {
 	ctx := context.Background()
 	// Warm up: open the connections every goroutine will use.
 	warm := freshKeys("warm:"+l.name, 4*g)
-	if st := runCycles(ctx, s, g, warm, make([]time.Duration, len(warm))); st.firstErr != nil {
-		b.Logf("warm-up: %d failed calls, first: %v", st.errors(), st.firstErr)
+	if st := runCycles(ctx, s, g, warm); st.FirstErr != nil {
+		b.Logf("warm-up: %d failed calls, first: %v", st.Errors(), st.FirstErr)
 	}
 	keys := freshKeys("cycle:"+l.name, b.N)
-	acq := make([]time.Duration, b.N)
 	cpu0, cpuOK := processCPU()
 	srv0, srvErr := nodes.CPU(ns)
 
 	b.ResetTimer()
-	st := runCycles(ctx, s, g, keys, acq)
+	st := runCycles(ctx, s, g, keys)
 	b.StopTimer()
 
-	if st.firstErr != nil {
+	if st.FirstErr != nil {
 		// A node slower than the library's timeout on a loaded box, for example.
-		b.Logf("%d failed acquires, %d failed releases of %d cycles; first: %v", st.acquireErrs, st.releaseErrs, b.N, st.firstErr)
+		b.Logf("%d failed acquires, %d failed releases of %d cycles; first: %v", st.AcquireErrs, st.ReleaseErrs, b.N, st.FirstErr)
 	}
-	b.ReportMetric(float64(st.errors()), "errors")
-	reportCycles(b, st.elapsed, acq)
+	b.ReportMetric(float64(st.Errors()), "errors")
+	reportCycles(b, st)
 	if cpu1, ok := processCPU(); ok && cpuOK {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "client-cpu-us/cycle")
 	}
@@ -89,15 +88,25 @@ func benchCycles(b *testing.B, l lib, g, n int) {
 	}
 }
 
+// runCycles runs benchload.Cycles of s with g goroutines over keys, one cycle each.
+func runCycles(ctx context.Context, s *setup, g int, keys []string) benchload.CycleStats {
+	return benchload.Cycles(ctx, s.newLocker, benchload.CycleConfig{
+		Goroutines: g,
+		Key:        func(i int) string { return keys[i] },
+		Cycles:     len(keys),
+	})
+}
+
 // reportCycles reports the rate and acquire latencies of an uncontended run. Skipped
 // keys (failed acquires) have no latency and are left out.
-func reportCycles(b *testing.B, elapsed time.Duration, acq []time.Duration) {
-	acq = slices.DeleteFunc(acq, func(d time.Duration) bool { return d == 0 })
-	slices.Sort(acq)
-	b.ReportMetric(float64(len(acq))/elapsed.Seconds(), "cycles/s")
-	b.ReportMetric(ms(percentile(acq, 0.50)), "acq-p50-ms")
-	b.ReportMetric(ms(percentile(acq, 0.99)), "acq-p99-ms")
+func reportCycles(b *testing.B, st benchload.CycleStats) {
+	b.ReportMetric(float64(st.Cycles)/st.Elapsed.Seconds(), "cycles/s")
+	b.ReportMetric(ms(benchload.Percentile(st.Acquire, 0.50)), "acq-p50-ms")
+	b.ReportMetric(ms(benchload.Percentile(st.Acquire, 0.99)), "acq-p99-ms")
 }
+
+// ms converts d to milliseconds as a float.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkHotKey: 8 workers loop on one key (acquire, hold ~100 µs, release,
 // straight back); b.N is the number of acquisitions. Reports real hand-overs per
@@ -110,33 +119,33 @@ func BenchmarkHotKey(b *testing.B) {
 			s := open(b, l, startNodes(b, n))
 			key := freshKeys("hot:"+l.name, 1)[0]
 			b.ResetTimer()
-			st := runHotKey(s, key, hotConfig{
-				workers:      8,
-				hold:         hotHold,
-				acquisitions: b.N,
-				maxDuration:  *hotMax,
-				waitTimeout:  10 * time.Second,
+			st := benchload.HotKey(context.Background(), s.newLocker, key, benchload.HotConfig{
+				Workers:      8,
+				Hold:         hotHold,
+				Acquisitions: b.N,
+				MaxDuration:  *hotMax,
+				WaitTimeout:  10 * time.Second,
 			})
 			b.StopTimer()
 			reportHot(b, st)
-			if st.violations > 0 || st.releaseErrs > 0 {
-				b.Errorf("%d mutual-exclusion violations, %d failed releases (first error: %v)", st.violations, st.releaseErrs, st.firstErr)
+			if st.Violations > 0 || st.ReleaseErrs > 0 {
+				b.Errorf("%d mutual-exclusion violations, %d failed releases (first error: %v)", st.Violations, st.ReleaseErrs, st.FirstErr)
 			}
 		})
 	}
 }
 
 // reportHot reports the metrics of a hot-key run.
-func reportHot(b *testing.B, st hotStats) {
-	secs := st.elapsed.Seconds()
-	b.ReportMetric(float64(st.handovers)/secs, "handovers/s")
-	b.ReportMetric(float64(st.acquisitions)/secs, "acq/s")
-	if st.acquisitions > 1 {
-		b.ReportMetric(100*float64(st.self)/float64(st.acquisitions-1), "self-%")
+func reportHot(b *testing.B, st benchload.HotStats) {
+	secs := st.Elapsed.Seconds()
+	b.ReportMetric(float64(st.Handovers)/secs, "handovers/s")
+	b.ReportMetric(float64(st.Acquisitions)/secs, "acq/s")
+	if st.Acquisitions > 1 {
+		b.ReportMetric(st.SelfPercent(), "self-%")
 	}
-	b.ReportMetric(ms(percentile(st.waits, 0.50)), "wait-p50-ms")
-	b.ReportMetric(ms(percentile(st.waits, 0.99)), "wait-p99-ms")
-	b.ReportMetric(ms(percentile(st.waits, 1)), "wait-max-ms")
-	b.ReportMetric(float64(st.violations), "violations")
-	b.ReportMetric(float64(st.gaveUp), "gaveup")
+	b.ReportMetric(ms(benchload.Percentile(st.Waits, 0.50)), "wait-p50-ms")
+	b.ReportMetric(ms(benchload.Percentile(st.Waits, 0.99)), "wait-p99-ms")
+	b.ReportMetric(ms(benchload.Percentile(st.Waits, 1)), "wait-max-ms")
+	b.ReportMetric(float64(st.Violations), "violations")
+	b.ReportMetric(float64(st.GaveUp), "gaveup")
 }

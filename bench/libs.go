@@ -12,18 +12,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/benchload"
 )
 
 // ttl is the lock TTL of every workload, as in the peer figures of the guide.
 const ttl = 8 * time.Second
 
 // locker is one worker goroutine's handle on a library: it holds at most one lock
-// at a time. lock waits (retrying as the library does by default) until the lock
-// is held or ctx ends; unlock releases the lock taken by the last lock call.
-type locker interface {
-	lock(ctx context.Context, key string) error
-	unlock(ctx context.Context) error
-}
+// at a time. Lock waits (retrying as the library does by default) until the lock
+// is held or ctx ends; Unlock releases the lock taken by the last Lock call. The
+// workloads that drive it are internal/benchload's, the ones `redlock bench` runs.
+type locker = benchload.Locker
 
 // lib is one library under test.
 type lib struct {
@@ -75,7 +74,7 @@ func openRedlock(addrs []string) (*setup, error) {
 		return nil, err
 	}
 	return &setup{
-		newLocker: func() locker { return &redlockLocker{c: c} },
+		newLocker: benchload.Redlock(c, ttl),
 		close: func() error {
 			err := c.Close()
 			if cerr := closeAll(); err == nil {
@@ -85,19 +84,6 @@ func openRedlock(addrs []string) (*setup, error) {
 		},
 	}, nil
 }
-
-type redlockLocker struct {
-	c *redlock.Client
-	l *redlock.Lock
-}
-
-func (r *redlockLocker) lock(ctx context.Context, key string) error {
-	l, err := r.c.Acquire(ctx, key, ttl)
-	r.l = l
-	return err
-}
-
-func (r *redlockLocker) unlock(ctx context.Context) error { return r.l.Release(ctx) }
 
 // openRedsync uses one redsync instance; each worker keeps one mutex per key (a new
 // one when the key changes), with redsync's default options: expiry 8 s (the common
@@ -120,14 +106,14 @@ type redsyncLocker struct {
 	m  *redsync.Mutex
 }
 
-func (r *redsyncLocker) lock(ctx context.Context, key string) error {
+func (r *redsyncLocker) Lock(ctx context.Context, key string) error {
 	if r.m == nil || r.m.Name() != key {
 		r.m = r.rs.NewMutex(key)
 	}
 	return r.m.LockContext(ctx)
 }
 
-func (r *redsyncLocker) unlock(ctx context.Context) error {
+func (r *redsyncLocker) Unlock(ctx context.Context) error {
 	ok, err := r.m.UnlockContext(ctx)
 	if err == nil && !ok {
 		err = fmt.Errorf("redsync: unlock of %q found no quorum", r.m.Name())
@@ -153,10 +139,10 @@ type redislockLocker struct {
 	l    *redislock.Lock
 }
 
-func (r *redislockLocker) lock(ctx context.Context, key string) error {
+func (r *redislockLocker) Lock(ctx context.Context, key string) error {
 	l, err := r.c.Obtain(ctx, key, ttl, r.opts)
 	r.l = l
 	return err
 }
 
-func (r *redislockLocker) unlock(ctx context.Context) error { return r.l.Release(ctx) }
+func (r *redislockLocker) Unlock(ctx context.Context) error { return r.l.Release(ctx) }

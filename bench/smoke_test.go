@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/benchload"
 )
 
 // TestSmoke runs every workload of every library for a moment on real nodes and
@@ -38,131 +40,62 @@ func TestSmoke(t *testing.T) {
 func checkCycles(t *testing.T, l lib, g, n, cycles int) {
 	s := open(t, l, startNodes(t, n))
 	keys := freshKeys("smoke:"+l.name, cycles)
-	acq := make([]time.Duration, len(keys))
-	st := runCycles(context.Background(), s, g, keys, acq)
-	if st.errors() != 0 {
-		t.Fatalf("%d failed acquires, %d failed releases; first: %v", st.acquireErrs, st.releaseErrs, st.firstErr)
+	st := runCycles(context.Background(), s, g, keys)
+	if st.Errors() != 0 {
+		t.Fatalf("%d failed acquires, %d failed releases; first: %v", st.AcquireErrs, st.ReleaseErrs, st.FirstErr)
 	}
-	elapsed := st.elapsed
+	elapsed := st.Elapsed
 	if elapsed <= 0 {
 		t.Errorf("elapsed = %v, want > 0", elapsed)
 	}
-	for i, d := range acq {
+	if st.Cycles != cycles || len(st.Acquire) != cycles {
+		t.Fatalf("%d cycles, %d latencies recorded, want %d", st.Cycles, len(st.Acquire), cycles)
+	}
+	for i, d := range st.Acquire {
 		if d <= 0 {
 			t.Fatalf("cycle %d: acquire took %v, want > 0 (not recorded?)", i, d)
 		}
 	}
-	slices.Sort(acq)
-	if p50, p99 := percentile(acq, 0.5), percentile(acq, 0.99); p50 > p99 || p99 > elapsed {
+	if p50, p99 := benchload.Percentile(st.Acquire, 0.5), benchload.Percentile(st.Acquire, 0.99); p50 > p99 || p99 > elapsed {
 		t.Errorf("acquire p50 %v, p99 %v, run %v: want p50 ≤ p99 ≤ run", p50, p99, elapsed)
 	}
 	// Every lock was released: the same keys can be taken again at once.
-	if st := runCycles(context.Background(), s, g, keys, acq); st.errors() != 0 {
-		t.Fatalf("keys not released: %v", st.firstErr)
+	if st := runCycles(context.Background(), s, g, keys); st.Errors() != 0 {
+		t.Fatalf("keys not released: %v", st.FirstErr)
 	}
 }
 
 func checkHotKey(t *testing.T, l lib, n int) {
 	s := open(t, l, startNodes(t, n))
 	const want = 40
-	st := runHotKey(s, freshKeys("smoke-hot:"+l.name, 1)[0], hotConfig{
-		workers:      8,
-		hold:         hotHold,
-		acquisitions: want,
-		maxDuration:  20 * time.Second,
-		waitTimeout:  10 * time.Second,
+	st := benchload.HotKey(context.Background(), s.newLocker, freshKeys("smoke-hot:"+l.name, 1)[0], benchload.HotConfig{
+		Workers:      8,
+		Hold:         hotHold,
+		Acquisitions: want,
+		MaxDuration:  20 * time.Second,
+		WaitTimeout:  10 * time.Second,
 	})
-	if st.violations != 0 || st.releaseErrs != 0 {
-		t.Fatalf("%d violations, %d failed releases (first error: %v)", st.violations, st.releaseErrs, st.firstErr)
+	if st.Violations != 0 || st.ReleaseErrs != 0 {
+		t.Fatalf("%d violations, %d failed releases (first error: %v)", st.Violations, st.ReleaseErrs, st.FirstErr)
 	}
-	if st.acquisitions < want {
-		t.Fatalf("%d acquisitions in %v, want %d (gave up %d times; first error: %v)", st.acquisitions, st.elapsed, want, st.gaveUp, st.firstErr)
+	if st.Acquisitions < want {
+		t.Fatalf("%d acquisitions in %v, want %d (gave up %d times; first error: %v)", st.Acquisitions, st.Elapsed, want, st.GaveUp, st.FirstErr)
 	}
 	// Only the very first acquisition has no previous holder.
-	if st.handovers+st.self != st.acquisitions-1 {
-		t.Errorf("hand-overs %d + self %d != acquisitions %d − 1", st.handovers, st.self, st.acquisitions)
+	if st.Handovers+st.Self != st.Acquisitions-1 {
+		t.Errorf("hand-overs %d + self %d != acquisitions %d − 1", st.Handovers, st.Self, st.Acquisitions)
 	}
-	if len(st.waits) != st.handovers {
-		t.Errorf("%d waits recorded for %d hand-overs", len(st.waits), st.handovers)
+	if len(st.Waits) != st.Handovers {
+		t.Errorf("%d waits recorded for %d hand-overs", len(st.Waits), st.Handovers)
 	}
-	if !slices.IsSorted(st.waits) {
+	if !slices.IsSorted(st.Waits) {
 		t.Error("waits not sorted")
 	}
-	if p50, p99, top := percentile(st.waits, 0.5), percentile(st.waits, 0.99), percentile(st.waits, 1); p50 > p99 || p99 > top || top > st.elapsed+10*time.Second {
+	if p50, p99, top := benchload.Percentile(st.Waits, 0.5), benchload.Percentile(st.Waits, 0.99), benchload.Percentile(st.Waits, 1); p50 > p99 || p99 > top || top > st.Elapsed+10*time.Second {
 		t.Errorf("wait p50 %v, p99 %v, max %v: want ordered and within the run", p50, p99, top)
 	}
-	if !l.single && l.name != "redsync" && st.gaveUp != 0 {
-		t.Errorf("%s gave up %d times (first error: %v)", l.name, st.gaveUp, st.firstErr)
+	if !l.single && l.name != "redsync" && st.GaveUp != 0 {
+		t.Errorf("%s gave up %d times (first error: %v)", l.name, st.GaveUp, st.FirstErr)
 	}
-	t.Logf("%d acquisitions in %v: %d hand-overs, %d self, wait p99 %v", st.acquisitions, st.elapsed.Round(time.Millisecond), st.handovers, st.self, percentile(st.waits, 0.99))
-}
-
-func TestPercentile(t *testing.T) {
-	ds := func(xs ...int) []time.Duration {
-		out := make([]time.Duration, len(xs))
-		for i, x := range xs {
-			out[i] = time.Duration(x)
-		}
-		return out
-	}
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i + 1)
-	}
-	for _, c := range []struct {
-		xs   []time.Duration
-		q    float64
-		want time.Duration
-	}{
-		{nil, 0.5, 0},
-		{ds(7), 0.99, 7},
-		{ds(1, 2, 3, 4), 0.5, 2},
-		{ds(1, 2, 3, 4), 1, 4},
-		{hundred, 0.5, 50},
-		{hundred, 0.99, 99},
-		{hundred, 1, 100},
-	} {
-		if got := percentile(c.xs, c.q); got != c.want {
-			t.Errorf("percentile(%d values, %v) = %v, want %v", len(c.xs), c.q, got, c.want)
-		}
-	}
-}
-
-// chanLocker is an in-process lock (a one-slot channel), to check the harness
-// without Redis.
-type chanLocker struct{ slot chan struct{} }
-
-func (c chanLocker) lock(ctx context.Context, _ string) error {
-	select {
-	case c.slot <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (c chanLocker) unlock(context.Context) error { <-c.slot; return nil }
-
-// noLocker excludes nobody.
-type noLocker struct{}
-
-func (noLocker) lock(context.Context, string) error { return nil }
-func (noLocker) unlock(context.Context) error       { return nil }
-
-func TestHotKeyHarnessCountsViolationsAndHandOvers(t *testing.T) {
-	cfg := hotConfig{workers: 8, hold: hotHold, acquisitions: 400, maxDuration: 20 * time.Second, waitTimeout: 10 * time.Second}
-
-	slot := make(chan struct{}, 1)
-	st := runHotKey(&setup{newLocker: func() locker { return chanLocker{slot} }}, "k", cfg)
-	if st.violations != 0 {
-		t.Errorf("a real lock: %d violations, want 0", st.violations)
-	}
-	if st.handovers == 0 || st.handovers+st.self != st.acquisitions-1 {
-		t.Errorf("a real lock with 8 waiters: %d hand-overs, %d self of %d acquisitions; want hand-overs > 0 adding up", st.handovers, st.self, st.acquisitions)
-	}
-
-	st = runHotKey(&setup{newLocker: func() locker { return noLocker{} }}, "k", cfg)
-	if st.violations == 0 {
-		t.Errorf("no lock at all: 0 violations in %d acquisitions by 8 workers holding %v each", st.acquisitions, hotHold)
-	}
+	t.Logf("%d acquisitions in %v: %d hand-overs, %d self, wait p99 %v", st.Acquisitions, st.Elapsed.Round(time.Millisecond), st.Handovers, st.Self, benchload.Percentile(st.Waits, 0.99))
 }

@@ -54,6 +54,19 @@ func (p *Process) Jump(d time.Duration) {
 	if err := p.writeClockLocked(); err != nil {
 		p.t.Fatalf("redlocktest: Jump on %s: %v", loopback(p.port), err)
 	}
+	sign := ""
+	if d >= 0 {
+		sign = "+"
+	}
+	p.recordLocked(EventJump, sign+d.String())
+}
+
+// clockDetail describes the node's clock for its start event: "" for the real clock.
+func (p *Process) clockDetail() string {
+	if p.clock == nil {
+		return ""
+	}
+	return "clock " + p.clock.spec(p.offset)
 }
 
 // clockFile returns the path of the libfaketime specification file.

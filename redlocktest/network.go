@@ -85,7 +85,9 @@ func (n *Network) Proxy(upstream string) *Proxy {
 	if err := n.server.Collection.Add(p, true); err != nil {
 		n.t.Fatalf("redlocktest: starting a proxy to %s: %v", upstream, err)
 	}
-	return &Proxy{t: n.t, p: p, addr: p.Listen}
+	proxy := &Proxy{t: n.t, p: p, addr: p.Listen}
+	proxy.record(EventProxy, "")
+	return proxy
 }
 
 // Proxies starts one proxy in front of each node, in the same order.
@@ -122,6 +124,7 @@ func (p *Proxy) Client() *redis.Client { return newClient(p.t, p.addr) }
 func (p *Proxy) Latency(d Direction, latency, jitter time.Duration) {
 	p.t.Helper()
 	p.add("latency", d, map[string]any{"latency": latency.Milliseconds(), "jitter": jitter.Milliseconds()})
+	p.record(EventLatency, fmt.Sprintf("%v ± %v, %s", latency, jitter, d))
 }
 
 // Blackhole drops the traffic in direction d and keeps the connections open, as a
@@ -130,6 +133,7 @@ func (p *Proxy) Latency(d Direction, latency, jitter time.Duration) {
 func (p *Proxy) Blackhole(d Direction) {
 	p.t.Helper()
 	p.add("timeout", d, map[string]any{"timeout": 0})
+	p.record(EventBlackhole, d.String())
 }
 
 // Timeout drops the traffic in direction d and closes each connection after it has
@@ -137,6 +141,7 @@ func (p *Proxy) Blackhole(d Direction) {
 func (p *Proxy) Timeout(d Direction, after time.Duration) {
 	p.t.Helper()
 	p.add("timeout", d, map[string]any{"timeout": after.Milliseconds()})
+	p.record(EventTimeout, fmt.Sprintf("after %v, %s", after, d))
 }
 
 // ResetPeer resets (TCP RST) each connection as soon as the client sends data on it,
@@ -145,11 +150,15 @@ func (p *Proxy) Timeout(d Direction, after time.Duration) {
 func (p *Proxy) ResetPeer() {
 	p.t.Helper()
 	p.add("reset_peer", Requests, map[string]any{"timeout": 0})
+	p.record(EventResetPeer, "")
 }
 
 // Down closes the proxy's listener and every open connection: clients get "connection
 // refused" until Up, as if the node's host were gone. It does nothing when down.
-func (p *Proxy) Down() { p.p.Stop() }
+func (p *Proxy) Down() {
+	p.p.Stop()
+	p.record(EventDown, "")
+}
 
 // Up listens again on the same address after Down. It does nothing when up.
 func (p *Proxy) Up() {
@@ -157,10 +166,19 @@ func (p *Proxy) Up() {
 	if err := p.p.Start(); err != nil && err != toxiproxy.ErrProxyAlreadyStarted {
 		p.t.Fatalf("redlocktest: restarting the proxy on %s: %v", p.addr, err)
 	}
+	p.record(EventUp, "")
 }
 
 // Heal removes every fault added with the methods above. It does not undo Down.
-func (p *Proxy) Heal() { p.p.Toxics.ResetToxics(context.Background()) }
+func (p *Proxy) Heal() {
+	p.p.Toxics.ResetToxics(context.Background())
+	p.record(EventHeal, "")
+}
+
+// record reports an event of this proxy to its test's Recorder, if any.
+func (p *Proxy) record(kind EventKind, detail string) {
+	record(p.t, Event{Kind: kind, Node: p.p.Upstream, Proxy: p.addr, Detail: detail})
+}
 
 // add installs one toxic per stream of d, replacing one of the same kind and stream.
 func (p *Proxy) add(kind string, d Direction, attrs map[string]any) {

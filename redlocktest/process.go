@@ -67,6 +67,7 @@ func Start(t testing.TB, opts Options) *Process {
 	t.Helper()
 	p := newProcess(t, serverBinary, opts)
 	p.startFirst()
+	p.record(EventStart, p.clockDetail())
 	return p
 }
 
@@ -162,8 +163,12 @@ func (p *Process) Kill() {
 	p.t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	running := p.cmd != nil
 	if err := p.killLocked(); err != nil {
 		p.t.Fatalf("redlocktest: %v", err)
+	}
+	if running {
+		p.recordLocked(EventKill, "")
 	}
 }
 
@@ -185,6 +190,7 @@ func (p *Process) Pause() {
 		p.t.Fatalf("redlocktest: Pause on %s: %v", loopback(p.port), err)
 	}
 	p.paused = true
+	p.recordLocked(EventPause, "")
 }
 
 // Resume continues a process suspended by Pause with SIGCONT. It does nothing when the
@@ -200,6 +206,7 @@ func (p *Process) Resume() {
 		p.t.Fatalf("redlocktest: Resume on %s: %v", loopback(p.port), err)
 	}
 	p.paused = false
+	p.recordLocked(EventResume, "")
 }
 
 // Restart kills the process if it runs and starts it again on the same port, with the
@@ -224,6 +231,7 @@ func (p *Process) RestartAfter(down time.Duration, pers Persistence) {
 	if err := p.launchLocked(); err != nil {
 		p.t.Fatalf("redlocktest: restarting %s: %v", filepath.Base(p.bin), err)
 	}
+	p.recordLocked(EventRestart, "persistence "+pers.String())
 }
 
 // cleanup is registered with t.Cleanup by newProcess.
@@ -346,4 +354,15 @@ func lookupBinary(t testing.TB, name string) string {
 		"(Debian/Ubuntu, as root), or run `make test`, which installs it.\n"+
 		"To skip integration tests explicitly, set %s=1.", name, err, SkipEnv)
 	return ""
+}
+
+// record reports an event of this process to its test's Recorder, if any.
+func (p *Process) record(kind EventKind, detail string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recordLocked(kind, detail)
+}
+
+func (p *Process) recordLocked(kind EventKind, detail string) {
+	record(p.t, Event{Kind: kind, Node: loopback(p.port), Binary: filepath.Base(p.bin), Detail: detail})
 }

@@ -42,6 +42,7 @@ type Workload struct {
 
 // Report is what one run of a Workload measured.
 type Report struct {
+	Start          time.Time // the zero of the run's clock: Section times are offsets from it
 	Duration       time.Duration
 	Grants         int
 	Overlaps       int           // sections that began before an earlier one had ended
@@ -262,6 +263,7 @@ func (r *resource) check(fenced bool) *Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rep := r.report
+	rep.Start = r.start
 	rep.Duration = r.now()
 	rep.Grants = len(r.grants)
 	rep.Sections = r.sections

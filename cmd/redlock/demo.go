@@ -227,7 +227,7 @@ func (d *demo) startNodes(dir string) error {
 		if d.cfg.redisServer {
 			sub := fmt.Sprintf("%s/node%d", dir, i+1)
 			if err = os.Mkdir(sub, 0o700); err == nil {
-				n, err = startProcNode(bin, sub)
+				n, err = startProcNode(bin, sub, true)
 			}
 		} else {
 			n, err = startMemNode()

@@ -49,23 +49,25 @@ func (n *memNode) restart() error   { return n.m.Restart() }
 func (n *memNode) describe() string { return "in-process miniredis on " + n.Addr() }
 func (n *memNode) stop()            { n.m.Close() }
 
-// procNode is a redis-server process with an append-only file fsynced on every write,
-// so that a restart brings back every lock key it had acknowledged.
+// procNode is a redis-server process. With persist it keeps an append-only file
+// fsynced on every write, so that a restart brings back every lock key it had
+// acknowledged (the demo); without, it keeps nothing (the benchmark).
 type procNode struct {
 	bin, dir string
+	persist  bool
 	port     int
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has been reaped
 }
 
-func startProcNode(bin, dir string) (*procNode, error) {
+func startProcNode(bin, dir string, persist bool) (*procNode, error) {
 	var lastErr error
 	for range 5 { // another process may take the free port before redis-server binds it
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		n := &procNode{bin: bin, dir: dir, port: port}
+		n := &procNode{bin: bin, dir: dir, persist: persist, port: port}
 		if lastErr = n.launch(); lastErr == nil {
 			return n, nil
 		}
@@ -83,10 +85,14 @@ func freePort() (int, error) {
 }
 
 func (n *procNode) launch() error {
-	cmd := exec.Command(n.bin,
+	aof := []string{"--appendonly", "no"}
+	if n.persist {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	cmd := exec.Command(n.bin, append([]string{
 		"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--protected-mode", "no",
-		"--dir", n.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-		"--daemonize", "no", "--logfile", filepath.Join(n.dir, "redis.log"))
+		"--dir", n.dir, "--save", "", "--daemonize", "no", "--logfile", filepath.Join(n.dir, "redis.log")},
+		aof...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	setPdeathsig(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {

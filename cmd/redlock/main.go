@@ -4,6 +4,8 @@
 //	redlock demo                                  # zero setup: five in-process nodes
 //	redlock exec --nodes URL,... --key K -- cmd   # run cmd while holding the lock
 //	redlock status --nodes URL,... KEY            # who holds KEY on each node
+//	redlock safety --html report.html             # the fault matrix, with timelines
+//	redlock bench                                 # this library's benchmarks on 5 local nodes
 //
 // Every subcommand takes --help. The flags, environment variables and exit codes are
 // documented in docs/cli.md.
@@ -62,6 +64,8 @@ func commands() []command {
 		{"demo", "five local nodes, contending workers, nodes killed and restored (zero setup)", runDemo},
 		{"exec", "run a command while holding a lock, renewing it; kill the command if the lock is lost", runExec},
 		{"status", "show each node's holder, TTL and fencing counter for a key, and the verdict", runStatus},
+		{"bench", "benchmark this library: uncontended cycles and a hot key, on local nodes or yours", runBench},
+		{"safety", "run the fault matrix (single node vs replication vs quorum); table, JSON and HTML timelines", runSafety},
 	}
 }
 

@@ -49,6 +49,19 @@ func TestUsage(t *testing.T) {
 		{"status two keys", nil, []string{"status", "--nodes", nodes, "a", "b"}, 2, "one KEY expected"},
 		{"demo argument", nil, []string{"demo", "now"}, 2, `unexpected argument "now"`},
 		{"demo workers", nil, []string{"demo", "--workers", "1"}, 2, "--workers 1 outside 2..16"},
+		{"safety help", nil, []string{"safety", "--help"}, 0, "--html"},
+		{"bench help", nil, []string{"bench", "--help"}, 0, "--local"},
+		{"bench argument", nil, []string{"bench", "now"}, 2, `unexpected argument "now"`},
+		{"bench local zero", nil, []string{"bench", "--local", "0"}, 2, "--local 0 outside 1..15"},
+		{"bench local and nodes", nil, []string{"bench", "--local", "3", "--nodes", nodes}, 2, "exclude each other"},
+		{"bench duration", nil, []string{"bench", "--duration", "1ms"}, 2, "--duration 1ms outside"},
+		{"bench hold", nil, []string{"bench", "--hold", "1s"}, 2, "--hold 1s outside"},
+		{"bench ttl", nil, []string{"bench", "--ttl", "2ms"}, 2, "drift allowance alone"},
+		{"bench tls without nodes", nil, []string{"bench", "--tls-ca", "ca.pem"}, 2, "without --nodes"},
+		{"bench bad node", nil, []string{"bench", "--nodes", "http://h:1"}, 2, "redis:// or rediss://"},
+		{"safety argument", nil, []string{"safety", "all"}, 2, `unexpected argument "all"`},
+		{"safety bad regexp", nil, []string{"safety", "--run", "("}, 2, "--run: error parsing regexp"},
+		{"safety no match", nil, []string{"safety", "--run", "no such scenario"}, 2, "matches no scenario"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
