@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 )
@@ -70,8 +71,9 @@ type QuorumError struct {
 	// Errors holds one *NodeError per failed node, or is nil.
 	Errors *multierror.Error
 
-	kind   error // ErrNotAcquired, ErrUnavailable or ErrLockLost
-	ctxErr error // the caller's context error, if the step was cancelled
+	kind   error         // ErrNotAcquired, ErrUnavailable or ErrLockLost
+	quorum time.Duration // acquire: how long until a majority had answered (0: never)
+	ctxErr error         // the caller's context error, if the step was cancelled
 }
 
 func (e *QuorumError) Error() string {

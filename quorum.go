@@ -12,8 +12,9 @@ import (
 // tally counts the answers of the n nodes in one step.
 type tally struct {
 	n, yes, no, failed, pending int
-	refused                     int   // of no: refusals by a fencing counter
-	high                        int64 // the largest counter a node reported (fencing steps)
+	quorumIn                    time.Duration // how long until a majority had answered (0: never)
+	refused                     int           // of no: refusals by a fencing counter
+	high                        int64         // the largest counter a node reported (fencing steps)
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -175,6 +176,7 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, errs *multierror.Error, ctxErr error) {
 	n := len(c.nodes)
 	t = newTally(n)
+	began := time.Now()
 	timeout := r.timeout
 	if timeout == nil {
 		t := timers.Get().(*time.Timer)
@@ -194,11 +196,14 @@ func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, err
 	}
 	answered, causes = answered[:n], causes[:n]
 wait:
-	for t.pending > 0 && !(early && t.won()) {
+	for t.pending > 0 && !(early && (t.won() || t.contended())) {
 		select {
 		case rep := <-r.replies:
 			answered[rep.node] = true
 			t.add(rep.out, rep.val)
+			if t.n-t.pending == t.quorum() {
+				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
+			}
 			causes[rep.node] = rep.err
 		case <-timeout:
 			for i, ok := range answered {

@@ -216,16 +216,15 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, err
 	}
 	var last *QuorumError
-	var took time.Duration // how long the latest attempt took
+	var took time.Duration // how long the latest attempt took to hear from a majority
 	attempt := 1
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing.
-		start := c.opts.Clock.Now()
 		lock, qe, err := c.try(ctx, key, ttl)
 		if lock != nil || err != nil {
 			return lock, err
 		}
-		took = c.opts.Clock.Now().Sub(start)
+		took = qe.quorum
 		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 {
 			return nil, qe
 		}
@@ -253,9 +252,15 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		held := t.heldHere(now) // a lock of this Client holds the key until then
 		if !waitFirst && held.IsZero() {
 			lock, qe, err := c.try(ctx, key, ttl)
-			took = c.opts.Clock.Now().Sub(now)
 			if lock != nil || err != nil {
 				return lock, err
+			}
+			took = qe.quorum // a round trip to a majority, not the wait for silent nodes
+			if qe.ctxErr != nil && qe.Refused == 0 && last != nil && last.kind == ErrUnavailable {
+				// Cut short by ctx without a sign of contention: the last complete attempt
+				// says more (too many nodes failing) than "not acquired".
+				last.ctxErr = qe.ctxErr
+				return nil, last
 			}
 			last = qe
 			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) {
@@ -429,6 +434,7 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 	}
 	qe := c.quorumError("acquire", key, t, errs, kind, ctxErr)
 	qe.Late = t.won()
+	qe.quorum = t.quorumIn
 	return nil, qe, t
 }
 
@@ -456,12 +462,33 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // nodes that answered that another token holds the key, or that refused our fencing
 // token, are skipped. Each release is sent only after that node's acquire call has
 // returned, so the DEL cannot overtake the SET. It runs on a context the caller cannot
-// cancel and waits at most the node timeout; calls still out finish in the background
-// (see Close).
+// cancel. It waits (at most the node timeout) only for the nodes whose acquire call has
+// returned already; releases queued behind a silent node finish in the background (see
+// Close), so a waiter is not held up by a node that does not answer.
 func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
-	args := []any{token}
-	c.gather(ctx, c.start(ctx, stepRelease, []string{key}, args, r.done, true, r.mayHold), false)
+	ready := make([]bool, len(r.done))
+	waiting := 0
+	for i, d := range r.done {
+		select {
+		case <-d:
+			ready[i] = true
+			waiting++
+		default:
+		}
+	}
+	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r.done, true, r.mayHold)
+	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
+	for waiting > 0 {
+		select {
+		case rep := <-cr.replies:
+			if ready[rep.node] {
+				waiting--
+			}
+		case <-timeout:
+			return
+		}
+	}
 }
 
 func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {

@@ -146,9 +146,9 @@ func stoppedHolder(t testing.TB, fencing bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := monotonic()
+	base, start := monotonic(), time.Now()
 	since := func(ns int64) time.Duration { return time.Duration(ns - base) }
-	rep := &Report{}
+	rep := &Report{Start: start}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), WorkerEnv+"="+string(js))

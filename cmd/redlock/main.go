@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/safety"
 )
 
 // Exit codes shared by the subcommands. exec also passes its command's own code through;
@@ -70,6 +72,7 @@ func commands() []command {
 }
 
 func main() {
+	safety.RunWorkerIfAsked() // `redlock safety` starts itself again as a lock holder
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, secrets: &redactor{}}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
