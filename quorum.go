@@ -169,8 +169,9 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 
 // gather collects the round's replies into a tally until every node has answered, the
 // node timeout fires (nodes still out count as failed with ErrNodeTimeout), ctx ends, or,
-// when early is set, a majority said yes. A lost step waits for every answer, so its
-// error class (contention or failure) does not depend on which replies came first. It
+// when early is set, a majority said yes or enough said no that no majority can say yes
+// (contention: no later answer can change that class). A step lost to failures waits
+// for every answer, so its error class does not depend on which replies came first. It
 // never stops the calls: those still out finish in the background, and their done
 // channels say when. The per-node errors come in node order.
 func (c *Client) gather(ctx context.Context, r *round, early bool) (t tally, errs *multierror.Error, ctxErr error) {
