@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	_ "embed" // the Lua scripts are files in scripts/
 	"fmt"
 	"strings"
@@ -93,23 +92,7 @@ const (
 type node struct {
 	name string
 	rdb  redis.UniversalClient
-}
-
-// run executes the step's script on the node and judges the integer reply; v is the
-// reply itself (a fencing counter for the fencing steps).
-func (n *node) run(ctx context.Context, st step, keys []string, args []any) (out outcome, v int64, err error) {
-	res, err := st.script.Run(ctx, n.rdb, keys, args...).Result()
-	if err != nil {
-		return outFailed, 0, err
-	}
-	v, ok := res.(int64)
-	if !ok {
-		return outFailed, 0, fmt.Errorf("unexpected script reply %T(%v)", res, res)
-	}
-	if out = st.judge(v); out == outFailed {
-		return outFailed, v, fmt.Errorf("unexpected script reply %d", v)
-	}
-	return out, v, nil
+	b    *batcher // calls in flight to this node (batch.go)
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a

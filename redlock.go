@@ -133,7 +133,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
 		}
 		servers[server] = i
-		c.nodes[i] = node{name: name, rdb: rdb}
+		c.nodes[i] = node{name: name, rdb: rdb, b: &batcher{timeout: o.NodeTimeout}}
 	}
 	return c, nil
 }
