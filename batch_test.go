@@ -29,7 +29,6 @@ func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	}
 }
 
-
 // TestBatchedCalls: concurrent locks on one Client share pipelines to each node, and a
 // node that lost its scripts (SCRIPT FLUSH) still answers every call in a pipeline
 // through the EVAL fallback. Every lock is granted and released; no key is left.
