@@ -29,6 +29,7 @@ type batcher struct {
 
 // nodeCall is one call waiting in a batcher.
 type nodeCall struct {
+	ctx  context.Context
 	st   step
 	keys []string
 	args []any
@@ -48,7 +49,7 @@ func (n *node) run(ctx context.Context, st step, keys []string, args []any) (out
 		return judge(st, st.script.Run(ctx, n.rdb, keys, args...))
 	}
 	c := callPool.Get().(*nodeCall)
-	c.st, c.keys, c.args = st, keys, args
+	c.ctx, c.st, c.keys, c.args = ctx, st, keys, args
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	lead := !b.busy
@@ -62,10 +63,13 @@ func (n *node) run(ctx context.Context, st step, keys []string, args []any) (out
 		batch := b.queue
 		b.queue = b.sending[:0]
 		b.mu.Unlock()
-		sctx := ctx
-		if sctx.Err() != nil { // this caller waited for earlier batches past its deadline
+		// The batch goes out under the call context with the latest deadline (each
+		// bounds waiting for a connection and dialling); if all have passed while
+		// this caller waited for earlier batches, under a fresh node timeout.
+		sctx := latest(batch)
+		if sctx.Err() != nil {
 			var cancel context.CancelFunc
-			sctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), b.timeout)
+			sctx, cancel = context.WithTimeout(context.WithoutCancel(sctx), b.timeout)
 			defer cancel()
 		}
 		n.send(sctx, batch)
@@ -88,6 +92,22 @@ func (n *node) run(ctx context.Context, st step, keys []string, args []any) (out
 	*c = nodeCall{sig: c.sig}
 	callPool.Put(c)
 	return out, v, err
+}
+
+// latest returns the context of the batch's call whose deadline is the latest (one
+// without a deadline wins).
+func latest(batch []*nodeCall) context.Context {
+	best := batch[0].ctx
+	for _, c := range batch[1:] {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return c.ctx
+		}
+		if bd, ok := best.Deadline(); ok && d.After(bd) {
+			best = c.ctx
+		}
+	}
+	return best
 }
 
 // send executes a batch: one call as a plain command, several as a pipeline. A call

@@ -15,7 +15,7 @@ import (
 var (
 	// ErrNotAcquired means Acquire gave up without a majority because other holders
 	// have the key on too many nodes (contention, not failure), or because its context
-	// ended first.
+	// ended before any attempt showed that too many nodes were failing.
 	ErrNotAcquired = errors.New("redlock: lock not acquired")
 
 	// ErrUnavailable means too many nodes failed, timed out or answered too late for a
@@ -52,7 +52,9 @@ func (e *NodeError) Error() string { return "node " + e.Node + ": " + e.Err.Erro
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // QuorumError reports a step (acquire, extend or release) that did not obtain a majority,
-// with the count of each kind of answer and the failure of every node that failed.
+// with the count of each kind of answer and the failure of every node that failed. A step
+// stops as soon as refusals rule a majority out, so nodes whose answer was still out
+// are in none of the counts (Agreed + Refused + Failed can be below Nodes).
 // It matches ErrNotAcquired, ErrUnavailable or ErrLockLost with errors.Is, the
 // caller's context error when the step was cancelled, and each *NodeError with errors.As.
 type QuorumError struct {

@@ -153,8 +153,9 @@ func sameClient(a, b any) bool {
 
 // Close makes new steps fail with ErrClosed and waiting Acquires give up, waits until
 // every step in progress has finished (a failed attempt's clean-up included) and every
-// node call the Client started has returned (a stalled node's call ends when go-redis
-// gives up on it: its ReadTimeout, 3 s by default, times its retries), then closes the
+// node call the Client started has returned (a stalled node's calls end when go-redis
+// gives up on them: its ReadTimeout, 3 s by default, times its retries; calls queued
+// behind a stalled batch to the same node can take about twice that), then closes the
 // go-redis clients if NewFromURLs made them. Release your locks before Close; Release
 // after Close returns ErrClosed and leaves the keys to expire. Every call of Close waits
 // and returns the same result.
@@ -205,9 +206,9 @@ func (c *Client) enter() bool {
 // turn in arrival order.
 // The returned Lock is held until Lock.Until, which is at most ttl − drift after the
 // attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
-// is held elsewhere, or ctx ended during an attempt or before the first) or
-// ErrUnavailable (the last attempt failed because too many nodes failed), and also
-// ctx.Err() when ctx ended; it fails with ErrClosed once Close was called. A failed
+// is held elsewhere, or ctx ended before any attempt could tell) or ErrUnavailable (the
+// last complete attempt failed because too many nodes failed, also when ctx then cut a
+// later attempt short), and also ctx.Err() when ctx ended; it fails with ErrClosed once Close was called. A failed
 // attempt's keys are released on every node that may have set them, after that node's
 // SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
 // until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
@@ -649,13 +650,17 @@ func (l *Lock) Release(ctx context.Context) error {
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
 	l.calls = r.done
-	t, errs, ctxErr := c.gather(ctx, r, true)
+	// After a failed hand-over the nodes it switched answer "no" here although our
+	// token left them: hear every node (no early stop on refusals), then count those
+	// as released.
+	t, errs, ctxErr := c.gather(ctx, r, replaced == 0)
 	var courtesy time.Duration
 	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
 		courtesy = 2 * c.opts.Clock.Now().Sub(start)
 	}
 	c.queues.released(l, courtesy)
 	t.yes += replaced
+	t.no = max(t.no-replaced, 0)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}

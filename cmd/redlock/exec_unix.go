@@ -244,7 +244,8 @@ func acquireInterruptibly(ctx context.Context, e *env, cfg execConfig, c *redloc
 }
 
 // unavailable reports whether a failed acquire failed for want of nodes. When a --wait
-// ends, the library reports ErrNotAcquired with the counts of the last attempt; if
+// ends the library keeps the class of the last complete attempt (ErrUnavailable when
+// nodes failed); the counts are also checked, for an attempt that ctx cut short: if
 // failures alone ruled out a majority there, the nodes were the problem, not another
 // holder.
 func unavailable(err error) bool {
