@@ -1,40 +1,13 @@
 package safety
 
 import (
-	"encoding/xml"
-	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/xmlcheck"
 	"github.com/redlock-go/redlock/redlocktest"
 )
-
-// wellFormed returns an error unless page parses as strict XML from start to end.
-func wellFormed(page string) error {
-	d := xml.NewDecoder(strings.NewReader(page))
-	d.Strict = true
-	depth := 0
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			if depth != 0 {
-				return errors.New("unclosed elements at the end")
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch tok.(type) {
-		case xml.StartElement:
-			depth++
-		case xml.EndElement:
-			depth--
-		}
-	}
-}
 
 // syntheticTimeline is a run of three nodes and two workers, in milliseconds from the
 // report's start: node 2 killed at 100 and restarted empty at 300, node 3 paused from
@@ -123,7 +96,7 @@ func TestHTML(t *testing.T) {
 	bad := *tl
 	bad.Problem = "something <odd>"
 	page := HTML("a <title>", []*Timeline{&ok, &bad})
-	if err := wellFormed(page); err != nil {
+	if err := xmlcheck.WellFormed(page); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
 	for _, want := range []string{
@@ -155,7 +128,7 @@ func TestHTMLDenseSections(t *testing.T) {
 	dense := &Timeline{Result: Result{Scenario: &Scenario{Name: "dense"}, Report: &Report{Start: time.Now(), Duration: 1500 * time.Millisecond, Sections: secs}}, End: 1500 * time.Millisecond}
 	empty := &Timeline{Result: Result{Scenario: &Scenario{Name: "empty"}}}
 	page := HTML("dense", []*Timeline{dense, empty})
-	if err := wellFormed(page); err != nil {
+	if err := xmlcheck.WellFormed(page); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
 	if n := strings.Count(page, `class="sec"`); n > 4*900 {

@@ -4,13 +4,12 @@ package main
 
 import (
 	"encoding/json"
-	"encoding/xml"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/redlock-go/redlock/internal/xmlcheck"
 )
 
 // TestSafety runs two scenarios of the matrix through the binary, one safe and one
@@ -68,7 +67,7 @@ func TestSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(data)
-	if err := wellFormed(html); err != nil {
+	if err := xmlcheck.WellFormed(html); err != nil {
 		t.Errorf("--html page not well-formed: %v", err)
 	}
 	if n := strings.Count(html, "<svg"); n != 2 {
@@ -86,31 +85,6 @@ func TestSafety(t *testing.T) {
 	}
 	if strings.Contains(html, "<script") || strings.Contains(html, "http://") && !strings.Contains(html, `xmlns="http://www.w3.org/2000/svg"`) {
 		t.Error("the page is not self-contained")
-	}
-}
-
-// wellFormed returns an error unless page parses as strict XML from start to end.
-func wellFormed(page string) error {
-	d := xml.NewDecoder(strings.NewReader(page))
-	d.Strict = true
-	depth := 0
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			if depth != 0 {
-				return errors.New("unclosed elements at the end")
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		switch tok.(type) {
-		case xml.StartElement:
-			depth++
-		case xml.EndElement:
-			depth--
-		}
 	}
 }
 
