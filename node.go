@@ -92,7 +92,7 @@ const (
 type node struct {
 	name string
 	rdb  redis.UniversalClient
-	b    *batcher // calls in flight to this node (batch.go)
+	s    *sender // queues and sends the calls to this node (sender.go)
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a

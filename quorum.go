@@ -94,17 +94,18 @@ func (r *round) mayHold(i int) bool { return r.outs[i] != outNo && r.outs[i] != 
 // this extend round. Call it after r.done[i].
 func (r *round) lacks(i int) bool { return r.outs[i] == outNo || r.outs[i] == outFailed }
 
-// start sends the step's script to every node at once, one call per node on c.workers,
-// and returns the round whose replies arrive on r.replies. Node calls run on a context
-// the caller cannot cancel and are tracked by c.calls, so none outlives Client.Close.
+// start queues the step's script for every node at once (each node's sender sends it,
+// batched with the node's other calls) and returns the round whose replies arrive on
+// r.replies. Node calls run on a context the caller cannot cancel and are tracked by
+// c.calls, so none outlives Client.Close.
 //
-// after[i], when not nil, is the done channel of this lock's earlier call to node i: the
-// new call is sent only once that one has returned, so a DEL never overtakes a SET still
-// in flight on the same node. If the node timeout has passed by then, the call is sent
-// anyway when always is set (a release must land), and dropped otherwise (stale extends
-// would only pile up behind a stalled node). need, when not nil, is asked once the
-// earlier call has returned whether node i needs this call at all; a node that does not
-// gets none and counts as having answered no.
+// after[i], when not nil, is the done channel of this lock's earlier call to node i. The
+// node's queue keeps the order, so a DEL never overtakes a SET on the same node. If the
+// earlier call held the new one up past the node timeout, the new call is sent anyway
+// when always is set (a release must land), and dropped otherwise (stale extends would
+// only pile up behind a stalled node). need, when not nil, is asked once the earlier
+// call has returned whether node i needs this call at all; a node that does not gets
+// none and counts as having answered no.
 func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool, need func(i int) bool) *round {
 	n := len(c.nodes)
 	r := &round{
@@ -124,45 +125,17 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
 	// phases in which nothing was sent yet. Reads and writes are bounded by go-redis's
 	// own timeouts (see NewFromURLs); the round's timer bounds how long the caller waits.
-	base := context.WithoutCancel(ctx)
 	var rctx context.Context
-	rctx, r.cancel = context.WithTimeout(base, c.opts.NodeTimeout)
+	rctx, r.cancel = context.WithTimeout(context.WithoutCancel(ctx), c.opts.NodeTimeout)
 	r.left.Store(int32(n))
 	for i := range c.nodes {
-		done := make(chan struct{})
-		r.done[i] = done
-		var wait chan struct{}
-		if after != nil {
-			wait = after[i]
+		r.done[i] = make(chan struct{})
+		call := callPool.Get().(*nodeCall)
+		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: keys, args: args, need: need, always: always}
+		if after != nil && !closed(after[i]) {
+			call.wait = after[i]
 		}
-		nd := &c.nodes[i]
-		c.workers.run(func() {
-			defer c.calls.Done()
-			defer close(done)
-			defer r.finished()
-			cctx := rctx
-			if wait != nil {
-				select {
-				case <-wait: // the earlier call has returned: send at once
-				default:
-					<-wait
-					if !always && !c.opts.Clock.Now().Before(r.deadline) {
-						r.answer(i, outFailed, 0, errNodeBusy)
-						return
-					}
-					// Sent late: it gets a node timeout of its own.
-					var cancelLate context.CancelFunc
-					cctx, cancelLate = context.WithTimeout(base, c.opts.NodeTimeout)
-					defer cancelLate()
-				}
-			}
-			if need != nil && !need(i) {
-				r.answer(i, outNo, 0, nil)
-				return
-			}
-			out, v, err := nd.run(cctx, st, keys, args)
-			r.answer(i, out, v, err)
-		})
+		c.nodes[i].s.enqueue(call)
 	}
 	return r
 }

@@ -32,9 +32,11 @@ type Client struct {
 	shutErr error          // what the first Close returned
 	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
 
-	fences  fenceCache // with Options.Fencing: the highest counter seen per key
-	queues  queues     // waiting Acquire calls per key, and release subscriptions
-	workers *workers   // the goroutines that make node calls
+	fences fenceCache // with Options.Fencing: the highest counter seen per key
+	queues queues     // waiting Acquire calls per key, and release subscriptions
+
+	senders     sync.WaitGroup // the nodes' sender goroutines (sender.go)
+	sendersQuit chan struct{}  // closed by Close after the last node call: senders exit
 }
 
 // New returns a Client over the given go-redis clients, one per independent Redis
@@ -113,7 +115,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		shut:    make(chan struct{}),
 	}
 	c.queues.c = c
-	c.workers = newWorkers()
+	c.sendersQuit = make(chan struct{})
 	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
@@ -133,7 +135,10 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
 		}
 		servers[server] = i
-		c.nodes[i] = node{name: name, rdb: rdb, b: &batcher{timeout: o.NodeTimeout}}
+		c.nodes[i] = node{name: name, rdb: rdb}
+	}
+	for i := range c.nodes {
+		c.nodes[i].s = newSender(&c.nodes[i], c)
 	}
 	return c, nil
 }
@@ -171,7 +176,8 @@ func (c *Client) Close() error {
 	close(c.closing)
 	c.calls.Wait()
 	c.queues.close()
-	c.workers.stop()
+	close(c.sendersQuit)
+	c.senders.Wait()
 	if c.owned {
 		var errs *multierror.Error
 		for _, n := range c.nodes {

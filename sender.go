@@ -1,0 +1,266 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every call to a node goes into that node's queue. One goroutine per node (the
+// sender) takes everything queued, sends it as one pipeline (a lone call as a plain
+// command), and delivers each reply to its round. So a busy node costs one write, one
+// read and one pooled connection per batch instead of per call, a call costs no
+// goroutine of its own, and the sender's stack, grown once on its way through
+// go-redis, is kept. Calls to one node leave in the order they were queued: a lock's
+// release can never overtake its acquire on the same node.
+
+// sender queues one node's calls and sends them.
+type sender struct {
+	nd      *node
+	calls   *sync.WaitGroup // Client.calls: one Done per delivered call
+	quit    <-chan struct{} // closed by Client.Close once every call was delivered
+	wg      *sync.WaitGroup // the Client's sender goroutines
+	timeout time.Duration   // Options.NodeTimeout
+	clock   Clock
+
+	mu      sync.Mutex
+	queue   []*nodeCall
+	running bool          // a sender goroutine exists
+	idle    bool          // it waits on wake for calls
+	wake    chan struct{} // buffered 1
+
+	// The goroutine's own buffers, reused from batch to batch.
+	spare []*nodeCall
+	cmds  []*redis.Cmd
+}
+
+// senderIdle is how long a sender goroutine waits for another call before it exits.
+const senderIdle = 10 * time.Second
+
+// nodeCall is one step's call to one node, from enqueue to delivery.
+type nodeCall struct {
+	r    *round
+	i    int // the node's index in the round
+	ctx  context.Context
+	st   step
+	keys []string
+	args []any
+	// wait, when not nil, is the done channel of the lock's earlier call to this node,
+	// which was still out when this call was queued. need is asked, and a call
+	// without always is checked against its round's deadline, only after it returned.
+	wait   chan struct{}
+	need   func(i int) bool
+	always bool
+
+	out outcome
+	v   int64
+	err error
+}
+
+var callPool = sync.Pool{New: func() any { return new(nodeCall) }}
+
+func newSender(nd *node, c *Client) *sender {
+	return &sender{
+		nd: nd, calls: &c.calls, quit: c.sendersQuit, wg: &c.senders,
+		timeout: c.opts.NodeTimeout, clock: c.opts.Clock,
+		wake: make(chan struct{}, 1),
+	}
+}
+
+// enqueue queues a call and makes sure a sender goroutine will take it.
+func (s *sender) enqueue(c *nodeCall) {
+	s.mu.Lock()
+	s.queue = append(s.queue, c)
+	switch {
+	case !s.running:
+		s.running = true
+		s.wg.Add(1)
+		go s.loop()
+	case s.idle:
+		s.idle = false
+		s.wake <- struct{}{}
+	}
+	s.mu.Unlock()
+}
+
+// loop takes and sends whatever is queued until it has been idle for senderIdle or the
+// Client closes (Close waits for every call first, so the queue is empty then).
+func (s *sender) loop() {
+	defer s.wg.Done()
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 {
+			s.idle = true
+			s.mu.Unlock()
+			if idle == nil {
+				idle = time.NewTimer(senderIdle)
+			} else {
+				idle.Reset(senderIdle)
+			}
+			stop := false
+			select {
+			case <-s.wake:
+			case <-idle.C:
+				stop = true
+			case <-s.quit:
+				stop = true
+			}
+			s.mu.Lock()
+			if stop && len(s.queue) == 0 {
+				s.running, s.idle = false, false
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.idle = false
+		all := s.queue
+		s.queue = s.spare[:0]
+		s.mu.Unlock()
+		for batch := all; len(batch) > 0; {
+			k := cut(batch)
+			s.send(batch[:k])
+			batch = batch[k:]
+		}
+		clear(all)
+		s.spare = all[:0]
+	}
+}
+
+// cut returns how many calls at the head of batch may go out together: all of them,
+// except that a call which must see its predecessor's answer (need) starts a new batch
+// when that predecessor is in this one. The predecessor went to the same queue
+// earlier, so it is either delivered already or ahead in this batch.
+func cut(batch []*nodeCall) int {
+	for k, c := range batch[1:] {
+		if c.need != nil && c.wait != nil && !closed(c.wait) {
+			return k + 1
+		}
+	}
+	return len(batch)
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// send judges whether each call is still wanted, sends those that are, and delivers
+// every call's outcome.
+func (s *sender) send(batch []*nodeCall) {
+	out := batch[:0] // the calls to send, in order
+	for _, c := range batch {
+		// A predecessor still out is ahead in this batch (see cut): the call is not
+		// late, and goes out after it on the same connection.
+		returned := c.wait == nil || closed(c.wait)
+		if c.wait != nil && returned && !c.always && !s.clock.Now().Before(c.r.deadline) {
+			// Waited behind a stalled call past its own node timeout: a stale extend
+			// would only pile up behind the stalled node.
+			s.deliver(c, outFailed, 0, errNodeBusy)
+			continue
+		}
+		// need reads the predecessor's answer; cut makes sure it has returned. Were it
+		// still out, sending is the safe choice for both users (clean-up and heal).
+		if c.need != nil && returned && !c.need(c.i) {
+			s.deliver(c, outNo, 0, nil)
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return
+	}
+	// The batch goes out under the call context with the latest deadline (each bounds
+	// waiting for a connection and dialling); if all have passed while the calls
+	// waited behind an earlier batch, under a fresh node timeout.
+	ctx := latest(out)
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+		defer cancel()
+	}
+	s.exec(ctx, out)
+	for _, c := range out {
+		s.deliver(c, c.out, c.v, c.err)
+	}
+}
+
+// deliver hands a call's outcome to its round, marks the call returned and recycles it.
+func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
+	r, i := c.r, c.i
+	*c = nodeCall{}
+	callPool.Put(c)
+	r.answer(i, out, v, err)
+	r.finished()
+	close(r.done[i])
+	s.calls.Done()
+}
+
+// latest returns the context of the batch's call whose deadline is the latest (one
+// without a deadline wins).
+func latest(batch []*nodeCall) context.Context {
+	best := batch[0].ctx
+	for _, c := range batch[1:] {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return c.ctx
+		}
+		if bd, ok := best.Deadline(); ok && d.After(bd) {
+			best = c.ctx
+		}
+	}
+	return best
+}
+
+// exec runs a batch on the node: one call as a plain command, several as a pipeline. A
+// call whose script the node has lost (NOSCRIPT) is sent again on its own with EVAL.
+func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
+	rdb := s.nd.rdb
+	if len(batch) == 1 {
+		c := batch[0]
+		c.out, c.v, c.err = judge(c.st, c.st.script.Run(ctx, rdb, c.keys, c.args...))
+		return
+	}
+	pipe := rdb.Pipeline()
+	cmds := s.cmds[:0]
+	for _, c := range batch {
+		cmds = append(cmds, pipe.EvalSha(ctx, c.st.script.Hash(), c.keys, c.args...))
+	}
+	defer func() { clear(cmds); s.cmds = cmds }()
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for i, c := range batch {
+		cmd := cmds[i]
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = c.st.script.Eval(ctx, rdb, c.keys, c.args...)
+		}
+		c.out, c.v, c.err = judge(c.st, cmd)
+	}
+}
+
+// judge turns a script's reply into the step's outcome.
+func judge(st step, cmd *redis.Cmd) (outcome, int64, error) {
+	res, err := cmd.Result()
+	if err != nil {
+		return outFailed, 0, err
+	}
+	v, ok := res.(int64)
+	if !ok {
+		return outFailed, 0, fmt.Errorf("unexpected script reply %T(%v)", res, res)
+	}
+	if out := st.judge(v); out != outFailed {
+		return out, v, nil
+	}
+	return outFailed, v, fmt.Errorf("unexpected script reply %d", v)
+}
