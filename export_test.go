@@ -5,8 +5,8 @@ package redlock
 func (l *Lock) WaitForCalls() {
 	l.op.Lock()
 	defer l.op.Unlock()
-	for _, done := range l.calls {
-		<-done
+	for i := range l.calls.calls {
+		<-l.calls.calls[i].done
 	}
 }
 

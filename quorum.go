@@ -57,18 +57,26 @@ type reply struct {
 
 // round is one step sent to every node at once.
 type round struct {
-	replies chan reply       // buffered to n: a late reply never blocks its goroutine
-	done    []chan struct{}  // done[i] is closed once node i's call has returned
-	expires time.Time        // when the node timeout of the round's calls ends (system clock)
-	timeout <-chan time.Time // the same for another Clock: its After, taken at the start
-	// outs[i] is what node i answered. It is written before the reply is sent and
-	// before done[i] is closed: read it only for a node whose reply gather received, or
-	// after done[i].
-	outs     []outcome
-	deadline time.Time // for calls that wait behind an earlier one
+	replies  chan reply       // buffered to n: a late reply never blocks its sender
+	calls    []roundCall      // calls[i] is the call to node i
+	expires  time.Time        // when the node timeout of the round's calls ends (system clock)
+	timeout  <-chan time.Time // the same for another Clock: its After, taken at the start
+	deadline time.Time        // for calls queued behind an earlier call still out
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
+}
+
+// roundCall is the state of a round's call to one node.
+type roundCall struct {
+	done chan struct{} // closed once the call has returned
+	// out is what the node answered. It is written before the reply is sent and before
+	// done is closed: read it only for a node whose reply gather received, or after done.
+	out outcome
+
+	// Guarded by the node's sender mutex:
+	delivered bool      // the call has returned
+	next      *nodeCall // later calls to this node that wait for this one, in order
 }
 
 // finished records that one call of the round is over; the last one releases the
@@ -81,38 +89,43 @@ func (r *round) finished() {
 
 // answer records node i's outcome and delivers its reply.
 func (r *round) answer(i int, out outcome, v int64, err error) {
-	r.outs[i] = out
+	r.calls[i].out = out
 	r.replies <- reply{node: i, out: out, val: v, err: err}
 }
 
 // mayHold reports whether node i may have set our key in this acquire round: it did
 // not answer that another token holds the key or that its fencing counter refused us.
-// Call it after r.done[i].
-func (r *round) mayHold(i int) bool { return r.outs[i] != outNo && r.outs[i] != outRefused }
+// Call it once node i's call has returned.
+func (r *round) mayHold(i int) bool {
+	out := r.calls[i].out
+	return out != outNo && out != outRefused
+}
 
 // lacks reports whether node i answered that it does not hold our key (or failed) in
-// this extend round. Call it after r.done[i].
-func (r *round) lacks(i int) bool { return r.outs[i] == outNo || r.outs[i] == outFailed }
+// this extend round. Call it once node i's call has returned.
+func (r *round) lacks(i int) bool {
+	out := r.calls[i].out
+	return out == outNo || out == outFailed
+}
 
 // start queues the step's script for every node at once (each node's sender sends it,
 // batched with the node's other calls) and returns the round whose replies arrive on
 // r.replies. Node calls run on a context the caller cannot cancel and are tracked by
 // c.calls, so none outlives Client.Close.
 //
-// after[i], when not nil, is the done channel of this lock's earlier call to node i. The
-// node's queue keeps the order, so a DEL never overtakes a SET on the same node. If the
-// earlier call held the new one up past the node timeout, the new call is sent anyway
-// when always is set (a release must land), and dropped otherwise (stale extends would
-// only pile up behind a stalled node). need, when not nil, is asked once the earlier
-// call has returned whether node i needs this call at all; a node that does not gets
-// none and counts as having answered no.
-func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after []chan struct{}, always bool, need func(i int) bool) *round {
+// after, when not nil, is this lock's previous round: on a node where that round's call
+// is still out, the new call waits for it to return and is queued only then, so a DEL
+// never overtakes a SET on the same node. If it waited past the node timeout, the new
+// call is sent anyway when always is set (a release must land), and dropped otherwise
+// (stale extends would only pile up behind a stalled node). need, when not nil, is asked
+// once the earlier call has returned whether node i needs this call at all; a node that
+// does not gets none and counts as having answered no.
+func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after *round, always bool, need func(i int) bool) *round {
 	n := len(c.nodes)
 	r := &round{
 		replies: make(chan reply, n),
-		done:    make([]chan struct{}, n),
+		calls:   make([]roundCall, n),
 		expires: time.Now().Add(c.opts.NodeTimeout),
-		outs:    make([]outcome, n),
 	}
 	if _, ok := c.opts.Clock.(systemClock); !ok {
 		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)
@@ -129,13 +142,12 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	rctx, r.cancel = context.WithTimeout(context.WithoutCancel(ctx), c.opts.NodeTimeout)
 	r.left.Store(int32(n))
 	for i := range c.nodes {
-		r.done[i] = make(chan struct{})
+		r.calls[i].done = make(chan struct{})
+	}
+	for i := range c.nodes {
 		call := callPool.Get().(*nodeCall)
 		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: keys, args: args, need: need, always: always}
-		if after != nil && !closed(after[i]) {
-			call.wait = after[i]
-		}
-		c.nodes[i].s.enqueue(call)
+		c.nodes[i].s.enqueue(call, after)
 	}
 	return r
 }

@@ -432,7 +432,7 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r.done}, nil, t
+		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r}, nil, t
 	}
 	c.cleanup(ctx, key, token, r)
 	kind := ErrUnavailable
@@ -474,17 +474,17 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // Close), so a waiter is not held up by a node that does not answer.
 func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
-	ready := make([]bool, len(r.done))
+	ready := make([]bool, len(r.calls))
 	waiting := 0
-	for i, d := range r.done {
+	for i := range r.calls {
 		select {
-		case <-d:
+		case <-r.calls[i].done:
 			ready[i] = true
 			waiting++
 		default:
 		}
 	}
-	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r.done, true, r.mayHold)
+	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r, true, r.mayHold)
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	for waiting > 0 {
 		select {
@@ -515,8 +515,8 @@ type Lock struct {
 	token string
 	fence int64 // with Options.Fencing, else 0
 
-	op    sync.Mutex      // serializes Extend and Release; guards calls
-	calls []chan struct{} // calls[i] is closed when this lock's latest call to node i returned
+	op    sync.Mutex // serializes Extend and Release; guards calls
+	calls *round     // this lock's latest round: its next call to a node goes after that one
 
 	mu       sync.Mutex    // guards the fields below
 	ttl      time.Duration // of the latest successful Acquire or Extend
@@ -578,7 +578,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
 	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false, nil)
-	l.calls = r.done
+	l.calls = r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
@@ -613,7 +613,7 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	if l.fence > 0 {
 		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key)}, append(args, l.fence)
 	}
-	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r.done, false, r.lacks).done
+	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
 }
 
 // Release deletes the lock on every node that still holds its token, each after the
@@ -655,7 +655,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
-	l.calls = r.done
+	l.calls = r
 	// After a failed hand-over the nodes it switched answer "no" here although our
 	// token left them: hear every node (no early stop on refusals), then count those
 	// as released.
@@ -696,11 +696,11 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) 
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
-	l.calls = r.done // a plain release after a failed hand-over waits behind these calls
+	l.calls = r // a plain release after a failed hand-over waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
-		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r.done}
+		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0)
 		o.got <- next

@@ -14,8 +14,9 @@ import (
 // command), and delivers each reply to its round. So a busy node costs one write, one
 // read and one pooled connection per batch instead of per call, a call costs no
 // goroutine of its own, and the sender's stack, grown once on its way through
-// go-redis, is kept. Calls to one node leave in the order they were queued: a lock's
-// release can never overtake its acquire on the same node.
+// go-redis, is kept. A lock's call to a node whose previous call (of the same lock) is
+// still out is parked until that one returns: a release can never overtake its acquire
+// on the same node, and the clean-up of a failed attempt can see what each node said.
 
 // sender queues one node's calls and sends them.
 type sender struct {
@@ -42,17 +43,15 @@ const senderIdle = 10 * time.Second
 
 // nodeCall is one step's call to one node, from enqueue to delivery.
 type nodeCall struct {
-	r    *round
-	i    int // the node's index in the round
-	ctx  context.Context
-	st   step
-	keys []string
-	args []any
-	// wait, when not nil, is the done channel of the lock's earlier call to this node,
-	// which was still out when this call was queued. need is asked, and a call
-	// without always is checked against its round's deadline, only after it returned.
-	wait   chan struct{}
+	r      *round
+	i      int // the node's index in the round
+	ctx    context.Context
+	st     step
+	keys   []string
+	args   []any
 	need   func(i int) bool
+	parked bool      // it waited for an earlier call to this node (roundCall.next)
+	next   *nodeCall // the next call parked behind the same earlier call
 	always bool
 
 	out outcome
@@ -70,9 +69,23 @@ func newSender(nd *node, c *Client) *sender {
 	}
 }
 
-// enqueue queues a call and makes sure a sender goroutine will take it.
-func (s *sender) enqueue(c *nodeCall) {
+// enqueue queues a call and makes sure a sender goroutine will take it. If after's
+// call to this node is still out, the call is parked behind it instead and queued when
+// it returns (deliver).
+func (s *sender) enqueue(c *nodeCall, after *round) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if after != nil {
+		if prev := &after.calls[c.i]; !prev.delivered {
+			c.parked = true
+			p := &prev.next
+			for *p != nil {
+				p = &(*p).next
+			}
+			*p = c
+			return
+		}
+	}
 	s.queue = append(s.queue, c)
 	switch {
 	case !s.running:
@@ -83,7 +96,6 @@ func (s *sender) enqueue(c *nodeCall) {
 		s.idle = false
 		s.wake <- struct{}{}
 	}
-	s.mu.Unlock()
 }
 
 // loop takes and sends whatever is queued until it has been idle for senderIdle or the
@@ -125,35 +137,9 @@ func (s *sender) loop() {
 		all := s.queue
 		s.queue = s.spare[:0]
 		s.mu.Unlock()
-		for batch := all; len(batch) > 0; {
-			k := cut(batch)
-			s.send(batch[:k])
-			batch = batch[k:]
-		}
+		s.send(all)
 		clear(all)
 		s.spare = all[:0]
-	}
-}
-
-// cut returns how many calls at the head of batch may go out together: all of them,
-// except that a call which must see its predecessor's answer (need) starts a new batch
-// when that predecessor is in this one. The predecessor went to the same queue
-// earlier, so it is either delivered already or ahead in this batch.
-func cut(batch []*nodeCall) int {
-	for k, c := range batch[1:] {
-		if c.need != nil && c.wait != nil && !closed(c.wait) {
-			return k + 1
-		}
-	}
-	return len(batch)
-}
-
-func closed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -162,18 +148,13 @@ func closed(ch chan struct{}) bool {
 func (s *sender) send(batch []*nodeCall) {
 	out := batch[:0] // the calls to send, in order
 	for _, c := range batch {
-		// A predecessor still out is ahead in this batch (see cut): the call is not
-		// late, and goes out after it on the same connection.
-		returned := c.wait == nil || closed(c.wait)
-		if c.wait != nil && returned && !c.always && !s.clock.Now().Before(c.r.deadline) {
+		if c.parked && !c.always && !s.clock.Now().Before(c.r.deadline) {
 			// Waited behind a stalled call past its own node timeout: a stale extend
 			// would only pile up behind the stalled node.
 			s.deliver(c, outFailed, 0, errNodeBusy)
 			continue
 		}
-		// need reads the predecessor's answer; cut makes sure it has returned. Were it
-		// still out, sending is the safe choice for both users (clean-up and heal).
-		if c.need != nil && returned && !c.need(c.i) {
+		if c.need != nil && !c.need(c.i) { // the earlier call has returned (enqueue)
 			s.deliver(c, outNo, 0, nil)
 			continue
 		}
@@ -197,14 +178,27 @@ func (s *sender) send(batch []*nodeCall) {
 	}
 }
 
-// deliver hands a call's outcome to its round, marks the call returned and recycles it.
+// deliver hands a call's outcome to its round, queues the calls parked behind it,
+// marks it returned and recycles it. It runs on the sender goroutine, which takes the
+// queue again after the batch.
 func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	r, i := c.r, c.i
 	*c = nodeCall{}
 	callPool.Put(c)
 	r.answer(i, out, v, err)
+	rc := &r.calls[i]
+	s.mu.Lock()
+	rc.delivered = true
+	for f := rc.next; f != nil; {
+		next := f.next
+		f.next = nil
+		s.queue = append(s.queue, f)
+		f = next
+	}
+	rc.next = nil
+	s.mu.Unlock()
 	r.finished()
-	close(r.done[i])
+	close(rc.done)
 	s.calls.Done()
 }
 

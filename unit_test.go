@@ -266,30 +266,3 @@ func TestClockGap(t *testing.T) {
 		t.Fatalf("readings without a monotonic part: gap %v, want 0", g)
 	}
 }
-
-// TestCut: a call that must read its predecessor's answer (need) starts a new batch
-// while that predecessor is still out; every other call goes out with the batch.
-func TestCut(t *testing.T) {
-	out, done := make(chan struct{}), make(chan struct{})
-	close(done)
-	need := func(int) bool { return true }
-	call := func(wait chan struct{}, need func(int) bool) *nodeCall {
-		return &nodeCall{wait: wait, need: need}
-	}
-	tests := []struct {
-		name  string
-		batch []*nodeCall
-		want  int
-	}{
-		{"one call", []*nodeCall{call(nil, nil)}, 1},
-		{"a need call at the head always goes", []*nodeCall{call(out, need), call(nil, nil)}, 2},
-		{"predecessor out: cut before the need call", []*nodeCall{call(nil, nil), call(nil, nil), call(out, need), call(nil, nil)}, 2},
-		{"predecessor returned: no cut", []*nodeCall{call(nil, nil), call(done, need)}, 2},
-		{"no need: same pipeline, in order", []*nodeCall{call(nil, nil), call(out, nil)}, 2},
-	}
-	for _, tt := range tests {
-		if got := cut(tt.batch); got != tt.want {
-			t.Errorf("%s: cut = %d, want %d", tt.name, got, tt.want)
-		}
-	}
-}

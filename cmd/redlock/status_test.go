@@ -38,6 +38,7 @@ func TestStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(t, servers, "job", true)
 	r := status("job")
 	if r.code != 0 || !strings.Contains(r.stdout, "verdict: held by a majority: token "+lock.Token()[:8]+"… on 3 of 3 nodes") {
 		t.Errorf("held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -52,6 +53,7 @@ func TestStatus(t *testing.T) {
 	if err := lock.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	settle(t, servers, "job", false)
 	r = status("job")
 	if r.code != 0 || !strings.Contains(r.stdout, "verdict: free: no node that answered has the key (3 of 3 answered)") {
 		t.Errorf("free: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -247,4 +249,24 @@ func newPKI(t *testing.T, dir string) pki {
 	p.serverCert, p.serverKey = leaf(2, x509.ExtKeyUsageServerAuth, "server")
 	p.clientCert, p.clientKey = leaf(3, x509.ExtKeyUsageClientAuth, "client")
 	return p
+}
+
+// settle waits until every server holds key (held) or none does. Acquire and Release
+// return once a majority has answered, so the last call may still be on its way; no
+// signal of that leaves the library, hence the polling (bounded).
+func settle(t *testing.T, servers []*redistest.Server, key string, held bool) {
+	t.Helper()
+	want := int64(0)
+	if held {
+		want = 1
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, s := range servers {
+		for s.Client().Exists(t.Context(), key).Val() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: key %q still not in its final state (held %v)", s.Addr(), key, held)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
