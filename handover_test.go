@@ -214,21 +214,14 @@ func TestHandOverFallsBackToPolling(t *testing.T) {
 func TestContendedAttemptSendsNoRelease(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	ctx := t.Context()
-	warm, err := c.client.TryAcquire(ctx, "warm", time.Second) // load the scripts
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	warm.WaitForCalls()
+	c.loadScripts()
 	for _, a := range c.admin {
 		a.Set(ctx, "taken", "foreign", time.Minute)
 		if err := a.ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err = c.client.TryAcquire(ctx, "taken", time.Second)
+	_, err := c.client.TryAcquire(ctx, "taken", time.Second)
 	if !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("got %v, want ErrNotAcquired", err)
 	}
@@ -242,6 +235,54 @@ func TestContendedAttemptSendsNoRelease(t *testing.T) {
 			t.Fatalf("node %d ran %d scripts for one refused attempt, want 1:\n%s", i+1, calls, stats)
 		}
 	}
+}
+
+// TestCleanupReadsLateAnswers: the clean-up of a failed attempt decides per node from
+// that node's own answer, also when the answer comes after the attempt gave up. Node 3,
+// paused, holds the key for another token. A first lock's call is stuck there, so the
+// attempt's acquire call and then its clean-up queue behind it. Once node 3 resumes it
+// answers "held by another token", so it gets no release: its command statistics count
+// two script calls, the two acquires. A clean-up that decided before node 3's answer
+// came would send a release too.
+func TestCleanupReadsLateAnswers(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	c.loadScripts()
+	for _, a := range c.admin {
+		a.Set(ctx, "late", "foreign", time.Minute)
+	}
+	if err := c.admin[2].ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[2].Pause()
+	if _, err := c.client.TryAcquire(ctx, "first", 10*time.Second); err != nil {
+		t.Fatal(err) // on nodes 1 and 2; its call to node 3 is stuck
+	}
+	_, err := c.client.TryAcquire(ctx, "late", 10*time.Second)
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired (nodes 1 and 2 hold the key for another token)", err)
+	}
+	c.servers[2].Resume()
+	c.client.Close() // node 3 answers now; whatever follows its answer is sent
+	stats := c.admin[2].Info(ctx, "commandstats").Val()
+	if calls := scriptCalls(stats); calls != 2 {
+		t.Fatalf("node 3 ran %d scripts, want 2 (two acquires; no release after its no):\n%s", calls, stats)
+	}
+	c.wantValues("late", "foreign", "foreign", "foreign")
+}
+
+// loadScripts takes and releases a lock and waits for every call, so that each node
+// has the scripts cached and a later call is one EVALSHA.
+func (c *cluster) loadScripts() {
+	c.t.Helper()
+	warm, err := c.client.TryAcquire(c.t.Context(), "warm", time.Second)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := warm.Release(c.t.Context()); err != nil {
+		c.t.Fatal(err)
+	}
+	warm.WaitForCalls()
 }
 
 // scriptCalls sums the successful calls of EVAL and EVALSHA in an INFO commandstats

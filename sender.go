@@ -94,7 +94,12 @@ func (s *sender) enqueue(c *nodeCall, after *round) {
 		go s.loop()
 	case s.idle:
 		s.idle = false
-		s.wake <- struct{}{}
+		// Never block here, under mu: a token left from an earlier wake-up that the
+		// loop did not need is just as good, since it reads the queue under mu.
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -147,6 +152,7 @@ func (s *sender) loop() {
 // every call's outcome.
 func (s *sender) send(batch []*nodeCall) {
 	out := batch[:0] // the calls to send, in order
+	late := false
 	for _, c := range batch {
 		if c.parked && !c.always && !s.clock.Now().Before(c.r.deadline) {
 			// Waited behind a stalled call past its own node timeout: a stale extend
@@ -158,16 +164,19 @@ func (s *sender) send(batch []*nodeCall) {
 			s.deliver(c, outNo, 0, nil)
 			continue
 		}
+		late = late || c.parked && c.ctx.Err() != nil
 		out = append(out, c)
 	}
 	if len(out) == 0 {
 		return
 	}
 	// The batch goes out under the call context with the latest deadline (each bounds
-	// waiting for a connection and dialling); if all have passed while the calls
-	// waited behind an earlier batch, under a fresh node timeout.
+	// waiting for a connection and dialling); under a fresh node timeout if all have
+	// passed while the calls waited behind an earlier batch, or if the batch carries a
+	// call that waited past its own for a stalled one (go-redis may have to dial anew,
+	// and a release must not fail for want of time left on a newer call's context).
 	ctx := latest(out)
-	if ctx.Err() != nil {
+	if late || ctx.Err() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 		defer cancel()
