@@ -22,3 +22,7 @@ func (c *Client) Waiting(key string) int {
 
 // ReleaseChannel is the channel on which release.lua announces key's releases.
 var ReleaseChannel = releaseChannel
+
+// Wakes returns how many signs that the lock may be free the Client's state for key
+// has seen.
+func (c *Client) Wakes(key string) uint64 { return c.queues.wakes(key) }

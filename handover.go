@@ -41,6 +41,10 @@ type queues struct {
 	held       map[string]*Lock // the lock this Client holds per key, until released
 	heldPruned int              // size of held after its last pruning
 
+	// yields holds, per key this Client released while other Clients listened, until
+	// when a new Acquire of this Client for the key lets them go first (see yielding).
+	yields map[string]time.Time
+
 	start     sync.Once
 	listeners []*listener // one per node, made at the first subscription
 	wg        sync.WaitGroup
@@ -60,6 +64,7 @@ type keyQueue struct {
 	idle       time.Time       // when the queue last became empty; zero while in use
 	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
 	wake       chan struct{}   // closed and replaced when the lock may have become free
+	wakes      uint64          // how many times wake was closed
 	subscribed bool
 	notices    map[string]int // released token → nodes that announced it
 	remote     bool           // the latest wake-up came from the nodes, not this Client
@@ -232,12 +237,25 @@ func (q *queues) sweep(now time.Time) {
 	}
 }
 
-// woken returns the channel that is closed at the next sign that the lock may be free.
-// Take it before an attempt, so that a release during the attempt is not missed.
-func (t *ticket) woken() <-chan struct{} {
+// woken returns the channel that is closed at the next sign that the lock may be free,
+// and how many such signs came before. Take it before an attempt, so that a release
+// during the attempt is not missed.
+func (t *ticket) woken() (<-chan struct{}, uint64) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	return t.kq.wake
+	return t.kq.wake, t.kq.wakes
+}
+
+// wakes returns how many signs that the lock may be free the key's state has seen (0
+// when it has none). Acquire reads it before an attempt made outside the queue: a sign
+// that comes during that attempt, or before the caller has queued, is then not lost.
+func (q *queues) wakes(key string) uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[key]; kq != nil {
+		return kq.wakes
+	}
+	return 0
 }
 
 // pause returns how long the head should wait after a wake-up before it attempts.
@@ -315,17 +333,60 @@ func (q *queues) granted(l *Lock) {
 }
 
 // released wakes the key's waiters after this Client released l. A courtesy above
-// zero makes the head wait that long first (see pause).
-func (q *queues) released(l *Lock, courtesy time.Duration) {
+// zero makes the head wait that long first (see pause). heard is the largest reply of
+// release.lua (1 + the subscribers that heard the announcement on one node); when
+// other Clients heard it, a new Acquire of this Client for the key in the next yield
+// lets them go first (see yielding).
+func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.held[l.key] == l {
 		delete(q.held, l.key)
 	}
-	if kq := q.keys[l.key]; kq != nil {
+	kq := q.keys[l.key]
+	if kq != nil {
 		kq.courtesy = courtesy
 		kq.wakeUp(courtesy > 0)
 	}
+	others := heard - 1
+	if kq != nil && kq.subscribed {
+		others-- // this Client's own subscription
+	}
+	if others <= 0 || courtesy > 0 || yield <= 0 {
+		return
+	}
+	if q.yields == nil {
+		q.yields = make(map[string]time.Time)
+	}
+	if len(q.yields) >= maxYields {
+		for key, until := range q.yields {
+			if !now.Before(until) {
+				delete(q.yields, key)
+			}
+		}
+	}
+	if len(q.yields) < maxYields {
+		q.yields[l.key] = now.Add(yield)
+	}
+}
+
+// maxYields bounds the keys remembered for yielding.
+const maxYields = 1024
+
+// yielding returns how long an Acquire for key should wait before its first attempt:
+// this Client released the key a moment ago while other Clients waited for it, and
+// they were woken at that moment. Without stepping back, the releaser's immediate
+// attempt would often beat them all and the hand-over would not happen. It is asked
+// once: the record is consumed.
+func (q *queues) yielding(key string, now time.Time) time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	until, ok := q.yields[key]
+	if !ok {
+		return 0
+	}
+	delete(q.yields, key)
+	return until.Sub(now)
 }
 
 // notice counts one node's announcement that token was released on key, and wakes the
@@ -355,6 +416,7 @@ func (q *queues) notice(channel, token string) {
 
 func (kq *keyQueue) wakeUp(remote bool) {
 	kq.remote = remote
+	kq.wakes++
 	close(kq.wake)
 	kq.wake = make(chan struct{})
 }

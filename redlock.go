@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"sync"
@@ -208,8 +209,11 @@ func (c *Client) enter() bool {
 // the lock is released: at once when this Client released it (often the lock is handed
 // straight over), after a short random pause when a majority of nodes announced the
 // release (see the package documentation); otherwise after the delay
-// Options.RetryDelay gives. Acquire calls of one Client for the same key wait their
-// turn in arrival order.
+// Options.RetryDelay gives; an attempt that lost a race with other Clients' attempts
+// (some nodes said yes) is retried once after a few round trips. Acquire calls of one
+// Client for the same key wait their turn in arrival order, and an Acquire right after
+// this Client released the key while other Clients listened for it lets them go first
+// (it waits about four times that release's duration, plus 1 ms).
 // The returned Lock is held until Lock.Until, which is at most ttl − drift after the
 // attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
 // is held elsewhere, or ctx ended before any attempt could tell) or ErrUnavailable (the
@@ -225,8 +229,17 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	var last *QuorumError
 	var took time.Duration // how long the latest attempt took to hear from a majority
 	attempt := 1
+	if d := c.queues.yielding(key, c.opts.Clock.Now()); d > 0 {
+		select {
+		case <-c.opts.Clock.After(d):
+		case <-ctx.Done():
+		case <-c.closing:
+		}
+	}
+	var seen uint64 // wake-ups of key's waiters before the attempt below
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing.
+		seen = c.queues.wakes(key)
 		lock, qe, err := c.try(ctx, key, ttl)
 		if lock != nil || err != nil {
 			return lock, err
@@ -253,8 +266,16 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		t.subscribe() // held elsewhere: hear when it is released
 	}
 	waitFirst := last != nil // the attempt just made counts: wait before the next
+	raced := false           // the latest attempt lost a race: retry soon, once
+	if last != nil {
+		raced = last.Agreed > 0
+	}
 	for {
-		wake := t.woken()
+		wake, wakes := t.woken()
+		if waitFirst && wakes != seen {
+			waitFirst = false // released while the attempt before queueing was out
+		}
+		seen = wakes
 		now := c.opts.Clock.Now()
 		held := t.heldHere(now) // a lock of this Client holds the key until then
 		if !waitFirst && held.IsZero() {
@@ -276,10 +297,21 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			if qe.Refused > 0 {
 				t.subscribe() // held elsewhere: hear when it is released
 			}
+			// Some nodes said yes: other attempts took the rest at the same moment. If
+			// none of them won, no release will be announced, and the key is free again
+			// once the racers' clean-ups land: try once more soon rather than after the
+			// retry delay. If one won, that retry is refused at the cost of one call
+			// per node, and waiting goes on as usual.
+			raced = qe.Agreed > 0 && !raced
 			attempt++
+		} else {
+			raced = false
 		}
 		waitFirst = false
 		delay := c.opts.RetryDelay(max(attempt-1, 1))
+		if raced {
+			delay = min(delay, took+rand.N(2*took+100*time.Microsecond))
+		}
 		if !held.IsZero() {
 			delay = held.Sub(now) // its Release wakes us sooner
 		}
@@ -661,10 +693,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	// as released.
 	t, errs, ctxErr := c.gather(ctx, r, replaced == 0)
 	var courtesy time.Duration
+	end := c.opts.Clock.Now()
 	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
-		courtesy = 2 * c.opts.Clock.Now().Sub(start)
+		courtesy = 2 * end.Sub(start)
 	}
-	c.queues.released(l, courtesy)
+	c.queues.released(l, courtesy, t.high, 4*end.Sub(start)+time.Millisecond, end)
 	t.yes += replaced
 	t.no = max(t.no-replaced, 0)
 	if ctxErr == nil && t.won() && !expired {
@@ -702,7 +735,7 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) 
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
 		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
 		c.queues.granted(next)
-		c.queues.released(l, 0)
+		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
 		return true, 0
 	}
