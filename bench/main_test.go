@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -11,11 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/redlock-go/redlock/bench/internal/nodes"
+	"github.com/redlock-go/redlock/redlocktest"
 )
-
-// skipEnv opts out of tests that need redis-server, as in the root module.
-const skipEnv = "REDLOCK_SKIP_INTEGRATION"
 
 var (
 	nodeCount = flag.Int("nodes", 5, "number of redis-server nodes for the Uncontended and HotKey workloads")
@@ -23,10 +19,12 @@ var (
 )
 
 // servers are started on first use and shared by every test and benchmark of the
-// process; TestMain stops them.
+// process. They belong to serversOwner, the t of the redlocktest.Run in which TestMain
+// runs the tests, whose clean-ups stop them by PID when the tests are done.
 var (
-	serversMu sync.Mutex
-	servers   nodes.Set
+	serversMu    sync.Mutex
+	serversOwner testing.TB
+	servers      []*redlocktest.Process
 )
 
 // units tells benchstat which direction is better for the custom metrics.
@@ -54,9 +52,13 @@ func TestMain(m *testing.M) {
 			fmt.Println(u)
 		}
 	}
-	code := m.Run()
-	if err := servers.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping redis-server:", err)
+	code := 1
+	err := redlocktest.Run(func(t testing.TB) {
+		serversOwner = t
+		code = m.Run()
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redis-server nodes:", err)
 		code = 1
 	}
 	if code == 0 {
@@ -68,27 +70,39 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startNodes returns the first n shared nodes, starting them if needed. Without
-// redis-server it fails, or skips when REDLOCK_SKIP_INTEGRATION=1.
-func startNodes(tb testing.TB, n int) []*nodes.Node {
+// startNodes returns the first n shared nodes, starting more if fewer run. Without
+// redis-server it fails tb, or skips it when REDLOCK_SKIP_INTEGRATION=1
+// (redlocktest.SkipEnv).
+func startNodes(tb testing.TB, n int) []*redlocktest.Process {
 	tb.Helper()
 	serversMu.Lock()
 	defer serversMu.Unlock()
-	ns, err := servers.First(n)
-	if errors.Is(err, nodes.ErrNoServer) && os.Getenv(skipEnv) == "1" {
-		tb.Skipf("%v; skipping because %s=1", err, skipEnv)
+	for len(servers) < n {
+		servers = append(servers, redlocktest.Start(lender{TB: tb, owner: serversOwner}, redlocktest.Options{}))
 	}
-	if err != nil {
-		tb.Fatalf("starting redis-server: %v (install it with apt-get install redis-server, or set %s=1 to skip)", err, skipEnv)
-	}
-	return ns
+	return servers[:n]
 }
+
+// lender is the testing.TB that startNodes gives redlocktest.Start: a failure or skip
+// while the node starts ends the test or benchmark that asked for it (tb), but the
+// node's clean-up, its directory and any error of its clean-up belong to owner, so the
+// node outlives tb and serves the benchmarks that follow. (The benchmarks never kill
+// or restart a shared node, which would fail the lender's tb after its end.)
+type lender struct {
+	testing.TB
+	owner testing.TB
+}
+
+func (l lender) Cleanup(fn func())                 { l.owner.Cleanup(fn) }
+func (l lender) TempDir() string                   { return l.owner.TempDir() }
+func (l lender) Error(args ...any)                 { l.owner.Error(args...) }
+func (l lender) Errorf(format string, args ...any) { l.owner.Errorf(format, args...) }
 
 // open opens l on the first n nodes (node 0 only for a single-node library) and
 // closes it when tb ends.
-func open(tb testing.TB, l lib, ns []*nodes.Node) *setup {
+func open(tb testing.TB, l lib, ns []*redlocktest.Process) *setup {
 	tb.Helper()
-	s, err := l.open(nodes.Addrs(ns))
+	s, err := l.open(redlocktest.Addrs(ns))
 	if err != nil {
 		tb.Fatalf("opening %s: %v", l.name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/benchload"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 // TestSmoke runs every workload of every library for a moment on real nodes and
@@ -98,4 +99,27 @@ func checkHotKey(t *testing.T, l lib, n int) {
 		t.Errorf("%s gave up %d times (first error: %v)", l.name, st.GaveUp, st.FirstErr)
 	}
 	t.Logf("%d acquisitions in %v: %d hand-overs, %d self, wait p99 %v", st.Acquisitions, st.Elapsed.Round(time.Millisecond), st.Handovers, st.Self, benchload.Percentile(st.Waits, 0.99))
+}
+
+// TestSharedNodes: nodes started for one test outlive it and serve the next one, which
+// gets the same processes back rather than new ones.
+func TestSharedNodes(t *testing.T) {
+	var first []*redlocktest.Process
+	t.Run("start", func(t *testing.T) { first = startNodes(t, 2) })
+	if t.Failed() || t.Skipped() || len(first) != 2 {
+		return
+	}
+	t.Run("reuse", func(t *testing.T) {
+		again := startNodes(t, 1)
+		if again[0] != first[0] {
+			t.Errorf("startNodes(1) after startNodes(2) gave a new node %s", again[0].Addr())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, n := range first {
+			if n.PID() == 0 || n.Client().Ping(ctx).Err() != nil {
+				t.Errorf("node %s (pid %d) stopped with the test that started it", n.Addr(), n.PID())
+			}
+		}
+	})
 }

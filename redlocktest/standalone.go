@@ -2,11 +2,13 @@ package redlocktest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -16,9 +18,11 @@ import (
 // for a demonstration. In a test, pass the test's own t instead.
 //
 // Everything registered with t.Cleanup runs, last first, when fn returns or ends
-// through t.FailNow, t.Fatal or t.Skip. Run returns an error that carries the failure
-// messages when t failed, and nil otherwise (also when fn skipped). Logs go to the
-// standard logger. fn runs on a new goroutine, which FailNow and SkipNow end.
+// through t.FailNow, t.Fatal or t.Skip. Run returns an error whose text is the failure
+// messages, one a line, when t failed, and nil otherwise (also when fn skipped). The
+// failure messages are returned rather than logged, so a program can print them once;
+// t.Log and t.Logf go to the standard logger. fn runs on a new goroutine, which
+// FailNow and SkipNow end.
 func Run(fn func(t testing.TB)) error {
 	s := &standalone{}
 	done := make(chan struct{})
@@ -37,7 +41,10 @@ func Run(fn func(t testing.TB)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed {
-		return fmt.Errorf("redlocktest: %s", s.msgs)
+		if len(s.msgs) == 0 { // t.Fail or t.FailNow without a message
+			return errors.New("redlocktest: failed")
+		}
+		return errors.New(strings.Join(s.msgs, "\n"))
 	}
 	return nil
 }
@@ -81,7 +88,6 @@ func (s *standalone) Error(args ...any) { s.Errorf("%s", fmt.Sprint(args...)) }
 
 func (s *standalone) Errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	s.Logf("%s", msg)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failed = true

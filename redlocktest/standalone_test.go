@@ -1,7 +1,9 @@
 package redlocktest
 
 import (
+	"bytes"
 	"context"
+	"log"
 	"os"
 	"strings"
 	"testing"
@@ -25,8 +27,8 @@ func TestRunCleansUpAfterFatal(t *testing.T) {
 		tb.Fatalf("stop %d", 42)
 		t.Error("Fatalf returned")
 	})
-	if err == nil || !strings.Contains(err.Error(), "stop 42") {
-		t.Errorf("Run = %v, want an error with the Fatalf message", err)
+	if err == nil || err.Error() != "stop 42" {
+		t.Errorf("Run = %v, want the error %q", err, "stop 42")
 	}
 	assertGone(t, []int{pid})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -45,5 +47,27 @@ func TestRunSkipIsNotAnError(t *testing.T) {
 	})
 	if err != nil || !ran {
 		t.Errorf("Run with Skip = %v, clean-up ran %v; want nil, true", err, ran)
+	}
+}
+
+// TestRunReturnsEveryFailure: the error holds each message once, one a line, and they
+// are not logged as well (a program prints the error itself).
+func TestRunReturnsEveryFailure(t *testing.T) {
+	var logged bytes.Buffer
+	log.SetOutput(&logged)
+	defer log.SetOutput(os.Stderr)
+	err := Run(func(tb testing.TB) {
+		tb.Log("a note")
+		tb.Errorf("first %d", 1)
+		tb.Cleanup(func() { tb.Error("second") })
+	})
+	if err == nil || err.Error() != "first 1\nsecond" {
+		t.Errorf("Run = %q, want %q", err, "first 1\nsecond")
+	}
+	if out := logged.String(); !strings.Contains(out, "a note") || strings.Contains(out, "first") {
+		t.Errorf("logged %q, want the note and no failure message", out)
+	}
+	if err := Run(func(tb testing.TB) { tb.FailNow() }); err == nil {
+		t.Error("Run after FailNow without a message = nil, want an error")
 	}
 }

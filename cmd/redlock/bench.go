@@ -10,15 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/benchload"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 const benchAbout = `
@@ -61,32 +62,44 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	out := e.out()
-	where := describeNodes(specs)
-	if specs == nil { // local nodes
-		nodes, dir, err := startBenchNodes(cfg.local)
-		if err != nil {
-			fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
-			return exitError
-		}
-		defer func() {
-			for _, n := range nodes {
-				n.stop()
-			}
-			_ = os.RemoveAll(dir)
-		}()
+	if specs != nil {
+		return cfg.report(ctx, e, specs, describeNodes(specs))
+	}
+	// Local nodes, checked here for a clear message: the fault kit would fail with one
+	// meant for tests.
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		fmt.Fprintf(e.errw(), "redlock bench: %v: install redis-server, or give your nodes with --nodes\n", err)
+		return exitError
+	}
+	exit := exitError
+	// The nodes belong to Run's t, whose clean-ups kill them by PID and remove their
+	// directories when the benchmark returns, also after an interrupt. A node that
+	// cannot start fails t and comes back as Run's error.
+	err = redlocktest.Run(func(t testing.TB) {
+		nodes := redlocktest.StartN(t, cfg.local, redlocktest.Options{Persistence: redlocktest.NoPersistence})
 		urls := make([]string, len(nodes))
 		pids := make([]string, len(nodes))
 		for i, n := range nodes {
 			urls[i] = "redis://" + n.Addr()
-			pids[i] = strconv.Itoa(n.cmd.Process.Pid)
+			pids[i] = strconv.Itoa(n.PID())
 		}
-		if specs, err = parseNodes(urls, tlsFiles{}); err != nil {
-			fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
-			return exitError
+		specs, err := parseNodes(urls, tlsFiles{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		where = fmt.Sprintf("%d local redis-server nodes (pids %s)", len(nodes), strings.Join(pids, " "))
+		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%d local redis-server nodes (pids %s)", len(nodes), strings.Join(pids, " ")))
+	})
+	if err != nil && exit != 130 {
+		fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
+		return exitError
 	}
+	return exit
+}
+
+// report runs the workloads on specs, described by where, prints the table and
+// returns the exit code.
+func (cfg *benchConfig) report(ctx context.Context, e *env, specs []nodeSpec, where string) int {
+	out := e.out()
 	fmt.Fprintf(out, "redlock bench: %s; TTL %v, %v per workload, hot key held %v\n", where, cfg.ttl, cfg.duration, cfg.hold)
 
 	rows, err := cfg.run(ctx, e, specs)
@@ -152,36 +165,6 @@ func (cfg *benchConfig) check(fs *flagSet, pos []string, e *env) ([]nodeSpec, er
 		return nil, err
 	}
 	return parseNodes(urls, cfg.conn.tls)
-}
-
-// startBenchNodes starts n redis-server processes without persistence, each with a
-// directory below a new temporary one, which the caller removes after stopping them.
-func startBenchNodes(n int) ([]*procNode, string, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, "", fmt.Errorf("%v: install redis-server, or give your nodes with --nodes", err)
-	}
-	dir, err := os.MkdirTemp("", "redlock-bench-")
-	if err != nil {
-		return nil, "", err
-	}
-	var nodes []*procNode
-	for i := range n {
-		sub := filepath.Join(dir, fmt.Sprintf("node%d", i+1))
-		var node *procNode
-		if err = os.Mkdir(sub, 0o700); err == nil {
-			node, err = startProcNode(bin, sub, false)
-		}
-		if err != nil {
-			for _, m := range nodes {
-				m.stop()
-			}
-			_ = os.RemoveAll(dir)
-			return nil, "", fmt.Errorf("starting node %d: %v", i+1, err)
-		}
-		nodes = append(nodes, node)
-	}
-	return nodes, dir, nil
 }
 
 // benchRow is one workload's line of the summary. Fields that a workload does not

@@ -3,10 +3,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,5 +107,48 @@ func TestBenchNodes(t *testing.T) {
 	}
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("took %v", took)
+	}
+}
+
+// TestBenchInterrupted: SIGINT while a workload runs ends the benchmark with exit code
+// 130 and leaves none of its local nodes running.
+func TestBenchInterrupted(t *testing.T) {
+	needRedisServer(t)
+	cmd := newCLI(t).command("", "bench", "--local", "2", "--duration", "10s")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	header := bufio.NewScanner(out)
+	if !header.Scan() { // printed once the nodes run, before the first workload
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("no header line; stderr:\n%s", stderr.String())
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, out)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, want 130; stderr:\n%s", code, stderr.String())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v to stop after SIGINT", took)
+	}
+	pids := regexp.MustCompile(`pids ([\d ]+)\)`).FindStringSubmatch(header.Text())
+	if pids == nil || len(strings.Fields(pids[1])) != 2 {
+		t.Fatalf("no 2 PIDs in the header %q", header.Text())
+	}
+	for _, f := range strings.Fields(pids[1]) {
+		if pid, _ := strconv.Atoi(f); processRunning(pid) {
+			t.Errorf("redis-server pid %d still runs after the benchmark", pid)
+		}
 	}
 }

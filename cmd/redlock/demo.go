@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/redlocktest"
 )
 
 const demoAbout = `
@@ -61,7 +63,12 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d := &demo{cfg: cfg, w: e.out(), live: isTerminal(e.stdout)}
-	err := d.run(ctx)
+	// The nodes belong to Run's t: its clean-ups stop them (redis-server processes by
+	// PID) when d.run returns, also after an interrupt. A node the fault kit cannot
+	// start or restart fails t, which ends d.run and comes back as Run's error.
+	var err error
+	rerr := redlocktest.Run(func(t testing.TB) { err = d.run(ctx, t) })
+	err = errors.Join(err, rerr)
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(d.w, "\ninterrupted; everything the demo started is stopped")
@@ -133,21 +140,13 @@ type demo struct {
 	otherErr   error
 }
 
-func (d *demo) run(ctx context.Context) (err error) {
+// run runs the demo on nodes that belong to t, which must be the t of a
+// redlocktest.Run; run must be called on its goroutine.
+func (d *demo) run(ctx context.Context, t testing.TB) error {
 	start := time.Now()
-	dir, err := os.MkdirTemp("", "redlock-demo-")
-	if err != nil {
+	if err := d.startNodes(t); err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	if err := d.startNodes(dir); err != nil {
-		return err
-	}
-	defer func() {
-		for _, n := range d.nodes {
-			n.stop()
-		}
-	}()
 	fmt.Fprintf(d.w, "redlock demo: %d workers contend for lock %q (ttl %v) on %d nodes:\n", d.cfg.workers, demoKey, d.cfg.ttl, demoNodes)
 	for i, n := range d.nodes {
 		fmt.Fprintf(d.w, "  node %d: %s\n", i+1, n.describe())
@@ -213,30 +212,21 @@ func (d *demo) run(ctx context.Context) (err error) {
 	return d.summary(time.Since(start))
 }
 
-func (d *demo) startNodes(dir string) error {
-	var bin string
+func (d *demo) startNodes(t testing.TB) error {
 	if d.cfg.redisServer {
-		var err error
-		if bin, err = exec.LookPath("redis-server"); err != nil {
+		// Checked here for a clear message; the fault kit would fail t with one meant
+		// for tests.
+		if _, err := exec.LookPath("redis-server"); err != nil {
 			return fmt.Errorf("--redis-server: %v (install redis-server, or run the demo without the flag)", err)
 		}
 	}
 	for i := range demoNodes {
-		var n demoNode
-		var err error
 		if d.cfg.redisServer {
-			sub := fmt.Sprintf("%s/node%d", dir, i+1)
-			if err = os.Mkdir(sub, 0o700); err == nil {
-				n, err = startProcNode(bin, sub, true)
-			}
-		} else {
-			n, err = startMemNode()
+			d.nodes = append(d.nodes, procNode{redlocktest.Start(t, redlocktest.Options{Persistence: redlocktest.AOFAlways})})
+			continue
 		}
+		n, err := startMemNode(t)
 		if err != nil {
-			for _, m := range d.nodes {
-				m.stop()
-			}
-			d.nodes = nil
 			return fmt.Errorf("starting node %d: %v", i+1, err)
 		}
 		d.nodes = append(d.nodes, n)

@@ -124,3 +124,23 @@ func TestDemoInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRedisServer: demo --redis-server and bench without --nodes, with no
+// redis-server on PATH, exit 1 with a message that names the missing binary and what
+// to do instead.
+func TestNoRedisServer(t *testing.T) {
+	path := "PATH=" + t.TempDir() // an empty directory: nothing to find
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(demoArgs, "--redis-server"), "run the demo without the flag"},
+		{[]string{"bench", "--local", "1", "--duration", "100ms"}, "give your nodes with --nodes"},
+	} {
+		r := newCLI(t, path).run("", tc.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, `"redis-server"`) || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("redlock %v: exit %d, stderr %q; want 1 and a message naming redis-server that says %q",
+				tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}

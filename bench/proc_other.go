@@ -1,15 +1,13 @@
 //go:build !linux
 
-package nodes
+package bench
 
 import (
 	"errors"
-	"syscall"
 	"time"
 )
 
-func procAttr() *syscall.SysProcAttr { return nil }
-
+// procCPU is not measured outside Linux: it reads /proc.
 func procCPU(int) (time.Duration, error) {
 	return 0, errors.New("server CPU time is read from /proc, on Linux only")
 }

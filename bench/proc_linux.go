@@ -1,24 +1,19 @@
-package nodes
+package bench
 
 import (
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// procAttr kills the server if the benchmark process dies without stopping it.
-func procAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-}
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat CPU times; 100 on every
 // Linux architecture Go supports.
 const clockTicks = 100
 
-// procCPU reads utime and stime (fields 14 and 15) from /proc/PID/stat.
+// procCPU returns the user plus system CPU time process pid has used so far: utime
+// and stime, fields 14 and 15 of /proc/PID/stat.
 func procCPU(pid int) (time.Duration, error) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
