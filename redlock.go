@@ -213,7 +213,7 @@ func (c *Client) enter() bool {
 // (some nodes said yes) is retried once after a few round trips. Acquire calls of one
 // Client for the same key wait their turn in arrival order, and an Acquire right after
 // this Client released the key while other Clients listened for it lets them go first
-// (it waits about four times that release's duration, plus 1 ms).
+// (it waits about four round trips plus 1 ms, at most Options.NodeTimeout).
 // The returned Lock is held until Lock.Until, which is at most ttl − drift after the
 // attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
 // is held elsewhere, or ctx ended before any attempt could tell) or ErrUnavailable (the
@@ -229,16 +229,17 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	var last *QuorumError
 	var took time.Duration // how long the latest attempt took to hear from a majority
 	attempt := 1
-	if d := c.queues.yielding(key, c.opts.Clock.Now()); d > 0 {
-		select {
-		case <-c.opts.Clock.After(d):
-		case <-ctx.Done():
-		case <-c.closing:
-		}
-	}
 	var seen uint64 // wake-ups of key's waiters before the attempt below
 	if !c.queues.busy(key) {
-		// Nobody in this Client waits for key: try at once, without queueing.
+		// Nobody in this Client waits for key: try at once, without queueing (after
+		// letting other Clients go first if this Client just released it to them).
+		if d := c.queues.yielding(key, c.opts.Clock.Now()); d > 0 {
+			select {
+			case <-c.opts.Clock.After(d):
+			case <-ctx.Done():
+			case <-c.closing:
+			}
+		}
 		seen = c.queues.wakes(key)
 		lock, qe, err := c.try(ctx, key, ttl)
 		if lock != nil || err != nil {
@@ -266,14 +267,22 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		t.subscribe() // held elsewhere: hear when it is released
 	}
 	waitFirst := last != nil // the attempt just made counts: wait before the next
-	raced := false           // the latest attempt lost a race: retry soon, once
-	if last != nil {
-		raced = last.Agreed > 0
-	}
+	// quick: the latest attempt lost a race, so the next one comes soon; at most once
+	// between two wake-ups (quickUsed).
+	quick := last != nil && lostRace(last, took)
+	quickUsed := quick
 	for {
 		wake, wakes := t.woken()
 		if waitFirst && wakes != seen {
-			waitFirst = false // released while the attempt before queueing was out
+			// Released while the attempt before queueing was out: attempt now, after
+			// the pause any woken head takes.
+			waitFirst, quickUsed = false, false
+			if p := t.pause(took); p > 0 {
+				select {
+				case <-c.opts.Clock.After(p):
+				case <-ctx.Done():
+				}
+			}
 		}
 		seen = wakes
 		now := c.opts.Clock.Now()
@@ -297,20 +306,16 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			if qe.Refused > 0 {
 				t.subscribe() // held elsewhere: hear when it is released
 			}
-			// Some nodes said yes: other attempts took the rest at the same moment. If
-			// none of them won, no release will be announced, and the key is free again
-			// once the racers' clean-ups land: try once more soon rather than after the
-			// retry delay. If one won, that retry is refused at the cost of one call
-			// per node, and waiting goes on as usual.
-			raced = qe.Agreed > 0 && !raced
+			quick = !quickUsed && lostRace(qe, took)
+			quickUsed = quickUsed || quick
 			attempt++
-		} else {
-			raced = false
+		} else if !waitFirst {
+			quick = false // no attempt: this Client's own lock holds the key
 		}
 		waitFirst = false
 		delay := c.opts.RetryDelay(max(attempt-1, 1))
-		if raced {
-			delay = min(delay, took+rand.N(2*took+100*time.Microsecond))
+		if quick {
+			delay = min(delay, took+rand.N(2*took))
 		}
 		if !held.IsZero() {
 			delay = held.Sub(now) // its Release wakes us sooner
@@ -331,6 +336,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		case <-c.closing:
 			stop = true
 		case <-wake:
+			quickUsed = false
 			if p := t.pause(took); p > 0 {
 				select {
 				case <-c.opts.Clock.After(p):
@@ -442,6 +448,16 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		}
 		fence = max(fence, t.high) + 1
 	}
+}
+
+// lostRace reports whether a failed attempt looks like a race with other Clients'
+// attempts made at the same moment: some nodes said yes, every node answered, and a
+// majority answered in took. If the votes split so that nobody won, no release will
+// be announced; the key is free again once the racers' clean-ups land, so the next
+// attempt should come after a few round trips rather than after the retry delay. If
+// one of them won, that attempt is refused at the cost of one call per node.
+func lostRace(qe *QuorumError, took time.Duration) bool {
+	return qe.Agreed > 0 && qe.Failed == 0 && took > 0
 }
 
 // newToken returns 122 random bits from crypto/rand as a UUID v4 string. Every round
@@ -697,7 +713,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
 		courtesy = 2 * end.Sub(start)
 	}
-	c.queues.released(l, courtesy, t.high, 4*end.Sub(start)+time.Millisecond, end)
+	// A new Acquire here lets woken Clients go first: four round trips to a majority
+	// and Go's timer lateness on an idle runtime (~1 ms), at most the node timeout.
+	var yield time.Duration
+	if t.quorumIn > 0 {
+		yield = min(4*t.quorumIn+time.Millisecond, c.opts.NodeTimeout)
+	}
+	c.queues.released(l, courtesy, t.high, yield, end)
 	t.yes += replaced
 	t.no = max(t.no-replaced, 0)
 	if ctxErr == nil && t.won() && !expired {
