@@ -233,13 +233,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
-		if d := c.queues.yielding(key, c.opts.Clock.Now()); d > 0 {
-			select {
-			case <-c.opts.Clock.After(d):
-			case <-ctx.Done():
-			case <-c.closing:
-			}
-		}
+		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
 		seen = c.queues.wakes(key)
 		lock, qe, err := c.try(ctx, key, ttl)
 		if lock != nil || err != nil {
@@ -277,12 +271,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			// Released while the attempt before queueing was out: attempt now, after
 			// the pause any woken head takes.
 			waitFirst, quickUsed = false, false
-			if p := t.pause(took); p > 0 {
-				select {
-				case <-c.opts.Clock.After(p):
-				case <-ctx.Done():
-				}
-			}
+			c.pause(ctx, t.pause(took))
 		}
 		seen = wakes
 		now := c.opts.Clock.Now()
@@ -337,12 +326,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			stop = true
 		case <-wake:
 			quickUsed = false
-			if p := t.pause(took); p > 0 {
-				select {
-				case <-c.opts.Clock.After(p):
-				case <-ctx.Done():
-				}
-			}
+			c.pause(ctx, t.pause(took))
 		case <-c.opts.Clock.After(delay):
 		}
 		if o != nil && !t.withdraw(o) {
@@ -370,6 +354,18 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
 		}
 		return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
+	}
+}
+
+// pause waits d on the Client's clock, or until ctx ends or the Client closes.
+func (c *Client) pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-c.opts.Clock.After(d):
+	case <-ctx.Done():
+	case <-c.closing:
 	}
 }
 
