@@ -550,3 +550,57 @@ func TestReleaseDuringFirstAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLostRaceRetriedOncePerWakeUp: an attempt that got some yes votes but lost (here:
+// the key is held elsewhere on a bare majority, so node 3 always says yes) is retried
+// soon at most once, then the waiter waits again, although every attempt can look the
+// same: a wake-up costs one or two attempts, and there is no spinning in between.
+// Polling is off; the wake-ups are announcements the test publishes itself.
+func TestLostRaceRetriedOncePerWakeUp(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	c.loadScripts()
+	for _, a := range c.admin[:2] {
+		a.Set(ctx, "split", "foreign", time.Minute)
+	}
+	if err := c.admin[0].ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	attempts := func() int { // node 1 refuses every attempt and gets no clean-up
+		return scriptCalls(c.admin[0].Info(ctx, "commandstats").Val())
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := acquireAsync(waitCtx, c.client, "split", time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return subscribed(ctx, c.admin, "split") })
+	settled := func() int { // the count once no attempt has come for 200 ms
+		n := attempts()
+		for {
+			time.Sleep(200 * time.Millisecond)
+			m := attempts()
+			if m == n {
+				return n
+			}
+			n = m
+		}
+	}
+	before := settled()
+	for i := range 5 {
+		wakes := c.client.Wakes("split")
+		for _, a := range c.admin[:2] { // a majority announces a release
+			a.Publish(ctx, redlock.ReleaseChannel("split"), fmt.Sprintf("gone-%d", i))
+		}
+		eventually(t, "the wake-up", func() bool { return c.client.Wakes("split") > wakes })
+		after := settled()
+		// The attempt sees node 3's yes only if it comes before the second refusal
+		// (the step stops there), so the quick retry follows in some rounds only.
+		if n := after - before; n < 1 || n > 2 {
+			t.Fatalf("wake-up %d: %d attempts, want 1 or 2 (one, and at most one quick retry)", i+1, n)
+		}
+		before = after
+	}
+	cancel()
+	if r := <-results; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("got %v, want the waiter to give up with context.Canceled", r.err)
+	}
+}

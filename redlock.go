@@ -447,11 +447,13 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 }
 
 // lostRace reports whether a failed attempt looks like a race with other Clients'
-// attempts made at the same moment: some nodes said yes, every node answered, and a
-// majority answered in took. If the votes split so that nobody won, no release will
-// be announced; the key is free again once the racers' clean-ups land, so the next
-// attempt should come after a few round trips rather than after the retry delay. If
-// one of them won, that attempt is refused at the cost of one call per node.
+// attempts made at the same moment: some nodes said yes, none failed, and a majority
+// answered in took. (The step stops once refusals rule a majority out, so a yes still
+// on its way is not seen; such an attempt does not count as a race.) If the votes
+// split so that nobody won, no release will be announced; the key is free again once
+// the racers' clean-ups land, so the next attempt should come after a few round trips
+// rather than after the retry delay. If one of them won, that attempt is refused at
+// the cost of one call per node.
 func lostRace(qe *QuorumError, took time.Duration) bool {
 	return qe.Agreed > 0 && qe.Failed == 0 && took > 0
 }
