@@ -26,3 +26,12 @@ var ReleaseChannel = releaseChannel
 // Wakes returns how many signs that the lock may be free the Client's state for key
 // has seen.
 func (c *Client) Wakes(key string) uint64 { return c.queues.wakes(key) }
+
+// Queued returns how many calls wait in the queue of node i's sender (not counting
+// calls parked behind an earlier call, nor the batch out now).
+func (c *Client) Queued(i int) int {
+	s := c.nodes[i].s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}

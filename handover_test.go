@@ -17,8 +17,13 @@ import (
 )
 
 // noPolling makes Acquire wait an hour between attempts: a waiter that gets the lock
-// within seconds was woken by a release notification, not by polling.
-var noPolling = redlock.Options{RetryDelay: func(int) time.Duration { return time.Hour }}
+// within seconds was woken by a release notification, not by polling. Nodes get a
+// second to answer: a stall of a loaded test machine must not fail the one attempt a
+// wake-up brings, since no other attempt would follow.
+var noPolling = redlock.Options{
+	RetryDelay:  func(int) time.Duration { return time.Hour },
+	NodeTimeout: time.Second,
+}
 
 // result is what a background Acquire returned.
 type result struct {
@@ -106,6 +111,11 @@ func TestHandOverAcrossClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A grant needs only two of the three SETs. Wait for the third before the
+			// waiter starts: else the waiter's SET can reach that node first, and with
+			// another node killed the release finds its token on one node only.
+			holder.WaitForCalls()
+			c.wantValues("job", repeat(holder.Token(), 3)...)
 			results := acquireAsync(t.Context(), waiter, "job", time.Minute)
 			eventually(t, "the waiter's subscriptions", func() bool { return subscribed(t.Context(), c.admin, "job") })
 			for _, s := range c.servers[:down] {
@@ -602,5 +612,63 @@ func TestLostRaceRetriedOncePerWakeUp(t *testing.T) {
 	cancel()
 	if r := <-results; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("got %v, want the waiter to give up with context.Canceled", r.err)
+	}
+}
+
+// TestCleanupGoesBeforeLaterCalls: a clean-up parked behind an answer that came after
+// the node timeout is sent before the calls queued while it waited. Attempt X finds
+// node 1 taken, wins node 2, and its SET lands on node 3, whose reply a hook holds
+// until X gives up; X's clean-up DEL for node 3 is parked behind that SET. Attempt Y,
+// made next, needs node 3: its SET queues there while the reply is held. Once the
+// reply comes, the DEL must go first; if Y's SET went first it would meet X's key and
+// Y would fail although the key is free on a majority.
+func TestCleanupGoesBeforeLaterCalls(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	rdbs := redistest.Clients(servers)
+	gate := newReplyGate()
+	rdbs[2].AddHook(gate)
+	client, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx := t.Context()
+	admin := servers[0].Client()
+	if err := admin.Set(ctx, "parked", "foreign", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, servers: servers, client: client}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	c.loadScripts() // every node dialled, scripts cached: the held call is one EVALSHA
+
+	gate.armed.Store(true)
+	_, err = client.TryAcquire(ctx, "parked", time.Minute)
+	if !errors.Is(err, redlock.ErrNotAcquired) && !errors.Is(err, redlock.ErrUnavailable) {
+		t.Fatalf("attempt X: got %v, want a failed attempt", err)
+	}
+	<-gate.held // X's SET on node 3 has run; its reply is held
+	gate.armed.Store(false)
+
+	type result struct {
+		lock *redlock.Lock
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := client.TryAcquire(ctx, "parked", time.Minute)
+		done <- result{l, err}
+	}()
+	eventually(t, "attempt Y's call in node 3's queue", func() bool { return client.Queued(2) > 0 })
+	close(gate.open)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("attempt Y: %v (its SET on node 3 went before X's clean-up)", r.err)
+	}
+	r.lock.WaitForCalls()
+	c.wantValues("parked", "foreign", r.lock.Token(), r.lock.Token())
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

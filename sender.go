@@ -17,6 +17,9 @@ import (
 // go-redis, is kept. A lock's call to a node whose previous call (of the same lock) is
 // still out is parked until that one returns: a release can never overtake its acquire
 // on the same node, and the clean-up of a failed attempt can see what each node said.
+// A parked call, once free, goes before the calls queued while it waited: the clean-up
+// of an attempt that gave up on a slow node must reach that node before the SET of
+// the next attempt for the same key, which would otherwise meet the stale key there.
 
 // sender queues one node's calls and sends them.
 type sender struct {
@@ -29,12 +32,13 @@ type sender struct {
 
 	mu      sync.Mutex
 	queue   []*nodeCall
+	front   []*nodeCall   // parked calls freed by the batch out now: sent before queue
 	running bool          // a sender goroutine exists
 	idle    bool          // it waits on wake for calls
 	wake    chan struct{} // buffered 1
 
 	// The goroutine's own buffers, reused from batch to batch.
-	spare []*nodeCall
+	batch []*nodeCall
 	cmds  []*redis.Cmd
 }
 
@@ -115,7 +119,7 @@ func (s *sender) loop() {
 	}()
 	for {
 		s.mu.Lock()
-		for len(s.queue) == 0 {
+		for len(s.queue)+len(s.front) == 0 {
 			s.idle = true
 			s.mu.Unlock()
 			if idle == nil {
@@ -132,19 +136,22 @@ func (s *sender) loop() {
 				stop = true
 			}
 			s.mu.Lock()
-			if stop && len(s.queue) == 0 {
+			if stop && len(s.queue)+len(s.front) == 0 {
 				s.running, s.idle = false, false
 				s.mu.Unlock()
 				return
 			}
 		}
 		s.idle = false
-		all := s.queue
-		s.queue = s.spare[:0]
+		all := append(append(s.batch[:0], s.front...), s.queue...)
+		clear(s.front)
+		s.front = s.front[:0]
+		clear(s.queue)
+		s.queue = s.queue[:0]
 		s.mu.Unlock()
 		s.send(all)
 		clear(all)
-		s.spare = all[:0]
+		s.batch = all[:0]
 	}
 }
 
@@ -187,9 +194,9 @@ func (s *sender) send(batch []*nodeCall) {
 	}
 }
 
-// deliver hands a call's outcome to its round, queues the calls parked behind it,
-// marks it returned and recycles it. It runs on the sender goroutine, which takes the
-// queue again after the batch.
+// deliver hands a call's outcome to its round, frees the calls parked behind it (to
+// go out ahead of the queue, in the order they were parked), marks it returned and
+// recycles it. It runs on the sender goroutine, which takes them after the batch.
 func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	r, i := c.r, c.i
 	*c = nodeCall{}
@@ -201,7 +208,7 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	for f := rc.next; f != nil; {
 		next := f.next
 		f.next = nil
-		s.queue = append(s.queue, f)
+		s.front = append(s.front, f)
 		f = next
 	}
 	rc.next = nil
