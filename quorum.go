@@ -65,6 +65,9 @@ type round struct {
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
+	// abandoned is set when a failed acquire round is cleaned up: its calls that are
+	// still queued, not sent, are then dropped (answered "no": nothing was set).
+	abandoned atomic.Bool
 }
 
 // roundCall is the state of a round's call to one node.

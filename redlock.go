@@ -514,7 +514,8 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // set our key, including nodes that failed or timed out (their SET may still land); only
 // nodes that answered that another token holds the key, or that refused our fencing
 // token, are skipped. Each release is sent only after that node's acquire call has
-// returned, so the DEL cannot overtake the SET. It runs on a context the caller cannot
+// returned, so the DEL cannot overtake the SET; an acquire call still queued, not sent,
+// is dropped instead and needs no release. It runs on a context the caller cannot
 // cancel. It waits (at most the node timeout) only for the nodes whose acquire call has
 // returned already; releases queued behind a silent node finish in the background (see
 // Close), so a waiter is not held up by a node that does not answer.
@@ -530,6 +531,9 @@ func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 		default:
 		}
 	}
+	// A call of r not sent yet is dropped now, so that it cannot set our key after
+	// the next attempt's call to that node has been queued (sender.send).
+	r.abandoned.Store(true)
 	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r, true, r.mayHold)
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	for waiting > 0 {

@@ -161,6 +161,13 @@ func (s *sender) send(batch []*nodeCall) {
 	out := batch[:0] // the calls to send, in order
 	late := false
 	for _, c := range batch {
+		if c.r.abandoned.Load() {
+			// Its attempt failed and is being cleaned up: sending the SET now would
+			// only leave a key for the clean-up to delete, possibly after the next
+			// attempt's SET queued behind it met that key.
+			s.deliver(c, outNo, 0, nil)
+			continue
+		}
 		if c.parked && !c.always && !s.clock.Now().Before(c.r.deadline) {
 			// Waited behind a stalled call past its own node timeout: a stale extend
 			// would only pile up behind the stalled node.

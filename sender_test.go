@@ -1,0 +1,158 @@
+package redlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// The order in which one node's calls leave (sender.go), tested with node 3's replies
+// held by a hook: the command runs on the server, its reply comes when the test says.
+
+// gatedCluster starts 3 nodes and a Client whose connections to node 3 pass through
+// the returned gate, with every node dialled and its scripts cached (so that a held
+// call is one EVALSHA). The attempts below wait a node timeout of 500 ms for node 3.
+func gatedCluster(t *testing.T) (*cluster, *replyGate) {
+	t.Helper()
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	rdbs := redistest.Clients(servers)
+	gate := newReplyGate()
+	rdbs[2].AddHook(gate)
+	client, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	c := &cluster{t: t, servers: servers, client: client}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	c.loadScripts()
+	return c, gate
+}
+
+// holdNext arms the gate for the call f makes, and returns once node 3 has run that
+// call and its reply is held.
+func holdNext(gate *replyGate, f func()) {
+	gate.armed.Store(true)
+	f()
+	<-gate.held
+	gate.armed.Store(false)
+}
+
+// tryAsync runs TryAcquire in the background.
+func tryAsync(c *cluster, key string) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		lock, err := c.client.TryAcquire(c.t.Context(), key, time.Minute)
+		out <- result{lock, err, time.Now()}
+	}()
+	return out
+}
+
+// TestCleanupReadsLateAnswers: the clean-up of a failed attempt decides per node from
+// that node's own answer, also when the answer comes after the attempt gave up. Every
+// node holds the key for another token; nodes 1 and 2 say so at once and the attempt
+// ends, while node 3's "no" is held. Once it comes, node 3 gets no release: it runs one
+// script, the acquire. A clean-up that decided before node 3's answer came would send
+// a release too.
+func TestCleanupReadsLateAnswers(t *testing.T) {
+	c, gate := gatedCluster(t)
+	ctx := t.Context()
+	for _, a := range c.admin {
+		a.Set(ctx, "late", "foreign", time.Minute)
+	}
+	if err := c.admin[2].ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	holdNext(gate, func() {
+		_, err := c.client.TryAcquire(ctx, "late", 10*time.Second)
+		if !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Errorf("got %v, want ErrNotAcquired (nodes 1 and 2 hold the key for another token)", err)
+		}
+	})
+	close(gate.open)
+	c.client.Close() // every call has returned, and whatever followed node 3's answer
+	stats := c.admin[2].Info(ctx, "commandstats").Val()
+	if calls := scriptCalls(stats); calls != 1 {
+		t.Fatalf("node 3 ran %d scripts, want 1 (the acquire; no release after its no):\n%s", calls, stats)
+	}
+	c.wantValues("late", "foreign", "foreign", "foreign")
+}
+
+// TestCleanupGoesBeforeLaterCalls: a clean-up parked behind an answer that came after
+// the node timeout is sent before the calls queued while it waited. Attempt X finds
+// node 1 taken, wins node 2, and its SET lands on node 3, whose reply is held until X
+// gives up; X's clean-up DEL for node 3 is parked behind that SET. Attempt Y, made
+// next, needs node 3: its SET queues there while the reply is held. Once the reply
+// comes, the DEL must go first; if Y's SET went first it would meet X's key and Y would
+// fail although the key is free on a majority.
+func TestCleanupGoesBeforeLaterCalls(t *testing.T) {
+	c, gate := gatedCluster(t)
+	ctx := t.Context()
+	if err := c.admin[0].Set(ctx, "parked", "foreign", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	holdNext(gate, func() {
+		_, err := c.client.TryAcquire(ctx, "parked", time.Minute)
+		if !errors.Is(err, redlock.ErrUnavailable) {
+			t.Errorf("attempt X: got %v, want ErrUnavailable (node 3 silent)", err)
+		}
+	})
+	y := tryAsync(c, "parked")
+	eventually(t, "attempt Y's call in node 3's queue", func() bool { return c.client.Queued(2) > 0 })
+	close(gate.open)
+	wantGranted(c, "parked", <-y)
+}
+
+// TestAbandonedCallsAreNotSent: an attempt's call that is still queued, unsent, when the
+// attempt gives up is dropped, not sent later. Node 3's sender is busy with another
+// lock's call, whose reply is held. Attempt X finds node 1 taken, wins node 2, and its
+// SET for node 3 waits in the queue until X gives up; attempt Y's SET queues behind it.
+// If X's SET were still sent, Y's would meet X's key on node 3 and Y would fail
+// although the key is free on a majority.
+func TestAbandonedCallsAreNotSent(t *testing.T) {
+	c, gate := gatedCluster(t)
+	ctx := t.Context()
+	if err := c.admin[0].Set(ctx, "queued", "foreign", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var other *redlock.Lock
+	holdNext(gate, func() {
+		var err error
+		if other, err = c.client.TryAcquire(ctx, "other", time.Minute); err != nil {
+			t.Error(err) // nodes 1 and 2 grant it
+		}
+	})
+	if other == nil {
+		t.FailNow()
+	}
+	_, err := c.client.TryAcquire(ctx, "queued", time.Minute)
+	if !errors.Is(err, redlock.ErrUnavailable) {
+		t.Fatalf("attempt X: got %v, want ErrUnavailable (node 3 silent)", err)
+	}
+	y := tryAsync(c, "queued")
+	eventually(t, "X's and Y's calls in node 3's queue", func() bool { return c.client.Queued(2) >= 2 })
+	close(gate.open)
+	wantGranted(c, "queued", <-y)
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantGranted fails the test unless attempt Y got the lock and holds it on nodes 2 and
+// 3 (node 1 holds the key for another token), then releases it.
+func wantGranted(c *cluster, key string, y result) {
+	c.t.Helper()
+	if y.err != nil {
+		c.t.Fatalf("attempt Y: %v", y.err)
+	}
+	y.lock.WaitForCalls()
+	c.wantValues(key, "foreign", y.lock.Token(), y.lock.Token())
+	if err := y.lock.Release(c.t.Context()); err != nil {
+		c.t.Fatal(err)
+	}
+}
