@@ -59,7 +59,9 @@ func checkBenchTable(t *testing.T, out string) []string {
 // the table, the exit code, and that no node outlives it.
 func TestBenchLocal(t *testing.T) {
 	needRedisServer(t)
-	r := newCLI(t).run("", "bench", "--local", "3", "--duration", "300ms")
+	// A second per node step: the benchmark fails on any failed call, and a loaded CI
+	// machine running -race can stall past the default 50 ms.
+	r := newCLI(t).run("", "bench", "--local", "3", "--duration", "300ms", "--node-timeout", "1s")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -91,7 +93,7 @@ func TestBenchLocal(t *testing.T) {
 func TestBenchNodes(t *testing.T) {
 	servers, urls := nodes(t, 3, redistest.Options{})
 	start := time.Now()
-	r := newCLI(t).run("", "bench", "--nodes", urls, "--duration", "200ms", "--prefix", "bt")
+	r := newCLI(t).run("", "bench", "--nodes", urls, "--duration", "200ms", "--prefix", "bt", "--node-timeout", "1s")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
