@@ -169,6 +169,7 @@ func TestKilledNodes(t *testing.T) {
 			if !errors.As(err, &qe) || qe.Failed != minority+1 || qe.Agreed != n-minority-1 {
 				t.Fatalf("quorum error counts: %+v", qe)
 			}
+			c.client.Close() // the clean-up waits at most the node timeout: wait for its DELs
 			for i, a := range c.admin[minority+1:] {
 				if v, _ := a.Get(t.Context(), "majority-down").Result(); v != "" {
 					t.Fatalf("live node %d still holds %q", minority+2+i, v)
@@ -491,6 +492,7 @@ func TestNodeErrorReplies(t *testing.T) {
 			t.Fatalf("got %v, want ErrUnavailable", err)
 		}
 		wantNodeErrors(t, err, "WRONGTYPE", c.servers[0].Addr(), c.servers[1].Addr())
+		c.client.Close() // the clean-up waits at most the node timeout: wait for its DEL on node 3
 		if v := c.admin[2].Get(t.Context(), "hash").Val(); v != "" {
 			t.Fatalf("node 3 still holds %q", v) // nodes 1 and 2 hold hashes, GET errors there
 		}
