@@ -457,6 +457,8 @@ func TestScriptCacheLoss(t *testing.T) {
 	if err := lock.Extend(t.Context(), 20*time.Second); err != nil {
 		t.Fatalf("Extend after SCRIPT FLUSH: %v", err)
 	}
+	// Node 1's SET and Extend may still be out (a majority decided): let them land first.
+	lock.WaitForCalls()
 	c.servers[0].Restart() // appendfsync always: the key survives, the script cache does not
 	if got := c.admin[0].Get(t.Context(), "flushed").Val(); got != lock.Token() {
 		t.Fatalf("restarted node holds %q, want our token", got)
