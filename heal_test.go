@@ -19,6 +19,7 @@ func TestHealRestartedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lock.WaitForCalls() // a majority decided: the other SETs may still be out
 	c.servers[0].Restart()
 	c.wantValues("healed", "", lock.Token(), lock.Token())
 	if err := lock.Extend(t.Context(), 10*time.Second); err != nil {
@@ -38,6 +39,7 @@ func TestHealByKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lock.WaitForCalls() // else node 3's SET may land after the restart, and no healing is seen
 	lockCtx, stop := lock.KeepAlive(t.Context())
 	defer stop()
 	c.servers[2].Restart()

@@ -49,10 +49,19 @@ func TestValidityBoundary(t *testing.T) {
 	if !errors.Is(err, redlock.ErrUnavailable) || !errors.As(err, &qe) || !qe.Late || qe.Agreed < 2 {
 		t.Fatalf("validity 0: got %v, want ErrUnavailable with a late majority", err)
 	}
+	c.client.Close() // waits for the SET still out and the clean-up DELs
 	c.wantValues("slow", "", "", "")
 
+	// Another Client, its connections dialled first: the attempt below gets 1 ms.
+	clock.set(0)
+	next := c.newClient(redlock.Options{Clock: clock})
+	if warm, err := next.TryAcquire(t.Context(), "warm", ttl); err != nil {
+		t.Fatal(err)
+	} else if err := warm.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	clock.set(ttl - drift - time.Millisecond)
-	lock, err := c.client.TryAcquire(t.Context(), "slow", ttl)
+	lock, err := next.TryAcquire(t.Context(), "slow", ttl)
 	if err != nil {
 		t.Fatalf("validity 1 ms: %v", err)
 	}
