@@ -13,10 +13,13 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// jumpClock is the system clock moved forward by step at every reading, so each step
-// of the algorithm (one reading before it, one after) appears to take step.
+// jumpClock is a clock that stands still except that every reading moves it forward
+// by step, so each step of the algorithm (one reading before it, one after) appears
+// to take exactly step, however long it really took on a loaded machine. (Its After
+// is the system's: the node timeout stays real.)
 type jumpClock struct {
 	mu    sync.Mutex
+	base  time.Time
 	shift time.Duration
 	step  time.Duration
 }
@@ -24,8 +27,11 @@ type jumpClock struct {
 func (j *jumpClock) Now() time.Time {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.base.IsZero() {
+		j.base = time.Now()
+	}
 	j.shift += j.step
-	return time.Now().Add(j.shift)
+	return j.base.Add(j.shift)
 }
 
 func (j *jumpClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
