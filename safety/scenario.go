@@ -534,20 +534,26 @@ func partitions() []*Scenario {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			proxies := redlocktest.Proxies(redlocktest.NewNetwork(t), procs)
 			opts := redlock.Options{NodeTimeout: 6 * ttl, MaxAttempts: 1}
-			c := newClients(t, 1, func() []redis.UniversalClient {
-				out := make([]redis.UniversalClient, len(proxies))
-				for i, p := range proxies { // the slow replies must be read, not timed out
-					out[i] = redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 6 * ttl})
-					t.Cleanup(func() { _ = out[i].Close() })
-				}
-				return out
-			}, opts)[0]
-			// Connect and load the scripts first, so that only the lock's own calls are slow.
-			if warm, err := c.TryAcquire(t.Context(), "warm", ttl); err != nil {
+			rdbs := make([]redis.UniversalClient, len(proxies))
+			for i, p := range proxies { // the slow replies must be read, not timed out
+				rdbs[i] = redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1, ReadTimeout: 6 * ttl})
+				t.Cleanup(func() { _ = rdbs[i].Close() })
+			}
+			// Connect and load the scripts first, so that only the lock's own calls are
+			// slow: with a throwaway Client over the same connections, closed before the
+			// faults so that none of its calls is still out (a release still on its way
+			// when the latency starts delays the lock's calls queued behind it, by
+			// seconds at times).
+			warm := newClients(t, 1, func() []redis.UniversalClient { return rdbs }, opts)[0]
+			if l, err := warm.TryAcquire(t.Context(), "warm", ttl); err != nil {
 				return nil, fmt.Errorf("warming up: %w", err)
-			} else if err := warm.Release(t.Context()); err != nil {
+			} else if err := l.Release(t.Context()); err != nil {
 				return nil, fmt.Errorf("warming up: %w", err)
 			}
+			if err := warm.Close(); err != nil {
+				return nil, fmt.Errorf("warming up: %w", err)
+			}
+			c := newClients(t, 1, func() []redis.UniversalClient { return rdbs }, opts)[0]
 			for _, p := range proxies[:3] {
 				p.Latency(redlocktest.Replies, ttl, 0)
 			}
