@@ -1,6 +1,6 @@
 # The test command of the README: installs what the tests need, then runs every test
 # with the race detector against real redis-server processes the tests start themselves.
-.PHONY: test deps check test-docker
+.PHONY: test deps check test-docker stress
 
 test: deps
 	go test -race -count=1 -p 1 ./...
@@ -38,3 +38,10 @@ bench-test: deps
 # starts (installing docker.io if needed), then stops and cleans up.
 test-docker: deps
 	./docker/test-docker.sh
+
+# Flake hunting: the packages that start redis-server, RUNS times each under LOAD busy
+# loops (tools/stress.sh). Not part of CI.
+RUNS ?= 5
+LOAD ?= 1
+stress: deps
+	RUNS=$(RUNS) LOAD=$(LOAD) ./tools/stress.sh
