@@ -164,7 +164,8 @@ func (s *sender) send(batch []*nodeCall) {
 		if c.r.abandoned.Load() {
 			// Its attempt failed and is being cleaned up: sending the SET now would
 			// only leave a key for the clean-up to delete, possibly after the next
-			// attempt's SET queued behind it met that key.
+			// attempt's SET queued behind it met that key. (A dropped hand-over call
+			// leaves the old token, which the plain release queued behind it deletes.)
 			s.deliver(c, outNo, 0, nil)
 			continue
 		}
