@@ -35,3 +35,12 @@ func (c *Client) Queued(i int) int {
 	defer s.mu.Unlock()
 	return len(s.queue)
 }
+
+// Offered reports whether the head of key's queue in this Client has a standing offer
+// for a hand-over.
+func (c *Client) Offered(key string) bool {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	kq := c.queues.keys[key]
+	return kq != nil && kq.offer != nil
+}

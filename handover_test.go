@@ -462,10 +462,14 @@ func TestReleaserLetsWaitingClientsGoFirst(t *testing.T) {
 // replyGate is a go-redis hook that, while armed, lets commands run on the server but
 // holds their replies until opened.
 type replyGate struct {
-	armed atomic.Bool
-	held  chan struct{} // one token per reply held
-	open  chan struct{}
+	armed  atomic.Bool
+	held   chan struct{} // one token per reply held
+	open   chan struct{}
+	opened sync.Once
 }
+
+// release lets every held reply and every later one through; it may be called again.
+func (g *replyGate) release() { g.opened.Do(func() { close(g.open) }) }
 
 func newReplyGate() *replyGate {
 	return &replyGate{held: make(chan struct{}, 16), open: make(chan struct{})}
@@ -542,7 +546,7 @@ func TestReleaseDuringFirstAttempt(t *testing.T) {
 	}
 	eventually(t, "the waiter to hear the release", func() bool { return waiter.Wakes("during") > wakes })
 	gate.armed.Store(false)
-	close(gate.open)
+	gate.release()
 	r = wantResult(t, "the waiter", second)
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)

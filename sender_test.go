@@ -13,34 +13,54 @@ import (
 // held by a hook: the command runs on the server, its reply comes when the test says.
 
 // gatedCluster starts 3 nodes and a Client whose connections to node 3 pass through
-// the returned gate, with every node dialled and its scripts cached (so that a held
-// call is one EVALSHA). The attempts below wait a node timeout of 500 ms for node 3.
-func gatedCluster(t *testing.T) (*cluster, *replyGate) {
+// the returned gate, and those to nodes 1 and 2 through others, with every node
+// dialled and its scripts cached (so that a held call is one EVALSHA). The attempts
+// below wait a node timeout of 500 ms for node 3.
+func gatedCluster(t *testing.T) (c *cluster, gate, others *replyGate) {
 	t.Helper()
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	rdbs := redistest.Clients(servers)
-	gate := newReplyGate()
+	gate, others = newReplyGate(), newReplyGate()
+	rdbs[0].AddHook(others)
+	rdbs[1].AddHook(others)
 	rdbs[2].AddHook(gate)
 	client, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	c := &cluster{t: t, servers: servers, client: client}
+	t.Cleanup(func() { // first, so that Close does not wait for a held reply
+		gate.release()
+		others.release()
+	})
+	c = &cluster{t: t, servers: servers, client: client}
 	for _, s := range servers {
 		c.admin = append(c.admin, s.Client())
 	}
 	c.loadScripts()
-	return c, gate
+	return c, gate, others
 }
 
 // holdNext arms the gate for the call f makes, and returns once node 3 has run that
-// call and its reply is held.
-func holdNext(gate *replyGate, f func()) {
+// call and its reply is held. f's call to node 3 must not be dropped unsent (a failed
+// attempt that gave up before sending it would drop it): then it fails the test.
+func holdNext(t *testing.T, gate *replyGate, f func()) {
+	t.Helper()
 	gate.armed.Store(true)
 	f()
-	<-gate.held
+	waitHeld(t, gate)
 	gate.armed.Store(false)
+}
+
+// waitHeld waits until node 3 has run a call and its reply is held, failing the test
+// after 10 s.
+func waitHeld(t *testing.T, gate *replyGate) {
+	t.Helper()
+	select {
+	case <-gate.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("node 3 never ran the call")
+	}
 }
 
 // tryAsync runs TryAcquire in the background.
@@ -60,7 +80,7 @@ func tryAsync(c *cluster, key string) <-chan result {
 // script, the acquire. A clean-up that decided before node 3's answer came would send
 // a release too.
 func TestCleanupReadsLateAnswers(t *testing.T) {
-	c, gate := gatedCluster(t)
+	c, gate, others := gatedCluster(t)
 	ctx := t.Context()
 	for _, a := range c.admin {
 		a.Set(ctx, "late", "foreign", time.Minute)
@@ -68,13 +88,19 @@ func TestCleanupReadsLateAnswers(t *testing.T) {
 	if err := c.admin[2].ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	holdNext(gate, func() {
-		_, err := c.client.TryAcquire(ctx, "late", 10*time.Second)
-		if !errors.Is(err, redlock.ErrNotAcquired) {
-			t.Errorf("got %v, want ErrNotAcquired (nodes 1 and 2 hold the key for another token)", err)
-		}
-	})
-	close(gate.open)
+	// Nodes 1 and 2 answer only once node 3 has run the call: else the attempt could
+	// end, and drop node 3's call unsent, before the test sees anything there.
+	gate.armed.Store(true)
+	others.armed.Store(true)
+	attempt := tryAsync(c, "late")
+	waitHeld(t, gate)
+	gate.armed.Store(false)
+	others.armed.Store(false)
+	others.release()
+	if r := <-attempt; !errors.Is(r.err, redlock.ErrNotAcquired) {
+		t.Fatalf("got %v, want ErrNotAcquired (nodes 1 and 2 hold the key for another token)", r.err)
+	}
+	gate.release()
 	c.client.Close() // every call has returned, and whatever followed node 3's answer
 	stats := c.admin[2].Info(ctx, "commandstats").Val()
 	if calls := scriptCalls(stats); calls != 1 {
@@ -91,12 +117,12 @@ func TestCleanupReadsLateAnswers(t *testing.T) {
 // comes, the DEL must go first; if Y's SET went first it would meet X's key and Y would
 // fail although the key is free on a majority.
 func TestCleanupGoesBeforeLaterCalls(t *testing.T) {
-	c, gate := gatedCluster(t)
+	c, gate, _ := gatedCluster(t)
 	ctx := t.Context()
 	if err := c.admin[0].Set(ctx, "parked", "foreign", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	holdNext(gate, func() {
+	holdNext(t, gate, func() {
 		_, err := c.client.TryAcquire(ctx, "parked", time.Minute)
 		if !errors.Is(err, redlock.ErrUnavailable) {
 			t.Errorf("attempt X: got %v, want ErrUnavailable (node 3 silent)", err)
@@ -104,7 +130,7 @@ func TestCleanupGoesBeforeLaterCalls(t *testing.T) {
 	})
 	y := tryAsync(c, "parked")
 	eventually(t, "attempt Y's call in node 3's queue", func() bool { return c.client.Queued(2) > 0 })
-	close(gate.open)
+	gate.release()
 	wantGranted(c, "parked", <-y)
 }
 
@@ -115,13 +141,13 @@ func TestCleanupGoesBeforeLaterCalls(t *testing.T) {
 // If X's SET were still sent, Y's would meet X's key on node 3 and Y would fail
 // although the key is free on a majority.
 func TestAbandonedCallsAreNotSent(t *testing.T) {
-	c, gate := gatedCluster(t)
+	c, gate, _ := gatedCluster(t)
 	ctx := t.Context()
 	if err := c.admin[0].Set(ctx, "queued", "foreign", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	var other *redlock.Lock
-	holdNext(gate, func() {
+	holdNext(t, gate, func() {
 		var err error
 		if other, err = c.client.TryAcquire(ctx, "other", time.Minute); err != nil {
 			t.Error(err) // nodes 1 and 2 grant it
@@ -136,7 +162,7 @@ func TestAbandonedCallsAreNotSent(t *testing.T) {
 	}
 	y := tryAsync(c, "queued")
 	eventually(t, "X's and Y's calls in node 3's queue", func() bool { return c.client.Queued(2) >= 2 })
-	close(gate.open)
+	gate.release()
 	wantGranted(c, "queued", <-y)
 	if err := other.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -154,5 +180,63 @@ func wantGranted(c *cluster, key string, y result) {
 	c.wantValues(key, "foreign", y.lock.Token(), y.lock.Token())
 	if err := y.lock.Release(c.t.Context()); err != nil {
 		c.t.Fatal(err)
+	}
+}
+
+// TestFailedHandOffWithUnsentCall: a hand-over that fails while its call to node 3 is
+// still queued, unsent (node 3's sender is busy with another lock's call), drops that
+// call, so the old token stays on node 3 and the plain release that follows deletes
+// it: Release succeeds. Node 1's key was replaced behind the holder's back, so the
+// hand-over cannot win. Were the dropped call sent late, it would replace the old
+// token on node 3 and the release would find it gone there.
+func TestFailedHandOffWithUnsentCall(t *testing.T) {
+	c, gate, _ := gatedCluster(t)
+	ctx := t.Context()
+	// One successful hand-over first, so that the Client is subscribed to the key's
+	// channel already: a new subscription wakes the waiting head, which withdraws its
+	// offer for a moment, and a Release in that moment would not try a hand-over.
+	first, err := c.client.TryAcquire(ctx, "baton", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := acquireAsync(ctx, c.client, "baton", time.Minute)
+	eventually(t, "the subscriptions", func() bool { return c.client.Wakes("baton") > 0 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := wantResult(t, "the first hand-over", second).lock
+	holder.WaitForCalls()
+	waiter := acquireAsync(ctx, c.client, "baton", time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return c.client.Offered("baton") })
+	if err := c.admin[0].Set(ctx, "baton", "foreign", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var other *redlock.Lock
+	holdNext(t, gate, func() {
+		if other, err = c.client.TryAcquire(ctx, "other", time.Minute); err != nil {
+			t.Error(err)
+		}
+	})
+	if other == nil {
+		t.FailNow()
+	}
+	released := make(chan error, 1)
+	go func() { released <- holder.Release(ctx) }()
+	// The hand-over gave up: its clean-up removed the new token from node 2, where
+	// the hand-over had replaced the old one.
+	eventually(t, "the failed hand-over's clean-up on node 2", func() bool {
+		return c.admin[1].Exists(ctx, "baton").Val() == 0
+	})
+	gate.release()
+	if err := <-released; err != nil {
+		t.Fatalf("Release after a failed hand-over: %v", err)
+	}
+	r := wantResult(t, "the waiter", waiter) // by its own attempts
+	r.lock.WaitForCalls()
+	c.wantValues("baton", "foreign", r.lock.Token(), r.lock.Token())
+	for _, l := range []*redlock.Lock{r.lock, other} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
