@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -278,8 +277,9 @@ func TestContendedAttemptSendsNoRelease(t *testing.T) {
 // those made from scripts included.
 func commandCalls(stats, name string) int {
 	for _, line := range strings.Split(stats, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":calls="); ok {
-			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":"); ok {
+			var n int
+			fmt.Sscanf(rest, "calls=%d,", &n)
 			return n
 		}
 	}

@@ -219,7 +219,8 @@ func TestPreTakenSubsets(t *testing.T) {
 					t.Fatalf("taken on %05b: got %v, want ErrNotAcquired", mask, err)
 				} else {
 					// The attempt gave up as soon as the refusals made a majority
-					// impossible; a SET still on its way is undone when it returns.
+					// impossible; a SET still on its way is undone when it returns (or
+					// dropped unsent).
 					client.Close() // waits for that SET and the DEL queued behind it
 				}
 				c.wantValues(key, want...) // the foreign keys untouched, ours gone
