@@ -287,7 +287,7 @@ func (t *ticket) heldHere(now time.Time) time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	if u := l.Until(); now.Before(u) {
+	if u := l.validUntil(); now.Before(u) {
 		return u
 	}
 	delete(t.q.held, t.key)
@@ -324,7 +324,7 @@ func (q *queues) granted(l *Lock) {
 	if len(q.held) > 2*q.heldPruned {
 		now := time.Now()
 		for key, h := range q.held {
-			if !now.Before(h.Until()) {
+			if !now.Before(h.validUntil()) {
 				delete(q.held, key)
 			}
 		}

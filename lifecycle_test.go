@@ -2,7 +2,10 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -240,4 +243,137 @@ func TestURLClientsPausedNodes(t *testing.T) {
 	client.Close() // waits for the stuck SETs and the DELs behind them
 	c := &cluster{t: t, servers: servers[:2], admin: []*redis.Client{servers[0].Client(), servers[1].Client()}}
 	c.wantValues("url-paused", "", "")
+}
+
+// TestUntilAfterReleaseAndLoss: a Lock that was released, handed over or proven lost
+// reports no validity after that moment, since callers check Until before side effects.
+func TestUntilAfterReleaseAndLoss(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+
+	lock, err := c.client.TryAcquire(ctx, "until", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now := time.Now(); lock.Until().After(now) {
+		t.Errorf("after Release: Until %v is %v ahead", lock.Until(), lock.Until().Sub(now))
+	}
+
+	holder, err := c.client.TryAcquire(ctx, "until", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c.client, "until", time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return c.client.Offered("until") })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := wantResult(t, "the waiter", waiter).lock
+	if now := time.Now(); holder.Until().After(now) {
+		t.Errorf("after a hand-over: the old lock's Until is %v ahead", holder.Until().Sub(now))
+	}
+	if !next.Until().After(time.Now().Add(50 * time.Second)) {
+		t.Errorf("the new lock's Until %v: want about a minute ahead", next.Until())
+	}
+
+	next.WaitForCalls()
+	for _, a := range c.admin {
+		if err := a.Set(ctx, "until", "intruder", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := next.Extend(ctx, time.Minute); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Extend with another token on every node: %v, want ErrLockLost", err)
+	}
+	if now := time.Now(); next.Until().After(now) {
+		t.Errorf("after a proven loss: Until is %v ahead", next.Until().Sub(now))
+	}
+}
+
+// TestExtendUnprovenKeepsTheLock: an Extend whose majority came too late for the new
+// TTL proves nothing new, but the lock is still held until its old Until: the error
+// is ErrUnavailable, not ErrLockLost, and Until stays.
+func TestExtendUnprovenKeepsTheLock(t *testing.T) {
+	clock := &jumpClock{}
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Clock: clock})
+	lock, err := c.client.TryAcquire(t.Context(), "unproven", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := lock.Until()
+	clock.set(2 * time.Second) // the Extend appears to take 2 s: longer than its TTL
+	err = lock.Extend(t.Context(), time.Second)
+	clock.set(0)
+	if !errors.Is(err, redlock.ErrUnavailable) || errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Extend slower than its TTL within the old validity: got %v, want ErrUnavailable", err)
+	}
+	if !lock.Until().Equal(until) {
+		t.Fatalf("Until moved from %v to %v", until, lock.Until())
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatalf("Release within the old validity: %v", err)
+	}
+}
+
+// copyFirst is a go-redis hook that sends a copy of every release call to the node,
+// on another connection, before the call itself: the call then finds the key deleted,
+// as a copy that go-redis re-sends after a lost reply does.
+type copyFirst struct {
+	admin   *redis.Client
+	release string // the SHA1 of release.lua
+	source  string
+}
+
+func (copyFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h copyFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.copy(ctx, cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h copyFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.copy(ctx, cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h copyFirst) copy(ctx context.Context, cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 2 || (args[1] != h.release && args[1] != h.source) {
+		return
+	}
+	copied := append([]any{"eval", h.source}, args[2:]...)
+	_ = h.admin.Do(ctx, copied...).Err()
+}
+
+// TestReleaseAfterAnEarlierCopy: a release whose earlier copy already deleted the key
+// on every node (a reply lost, the call re-sent) reports success, not a lost lock.
+func TestReleaseAfterAnEarlierCopy(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	src, err := os.ReadFile("scripts/release.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(src)
+	rdbs := redistest.Clients(servers)
+	for i, rdb := range rdbs {
+		rdb.AddHook(copyFirst{servers[i].Client(), hex.EncodeToString(sum[:]), string(src)})
+	}
+	client, err := redlock.New(rdbs, redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	lock, err := client.TryAcquire(t.Context(), "copied", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatalf("Release after its copy deleted the key: %v", err)
+	}
 }

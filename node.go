@@ -49,12 +49,17 @@ func yesOrNo(v int64) outcome {
 	return outFailed
 }
 
-// released judges release.lua: 0 not held, 1 + listeners deleted.
+// released judges release.lua: 1 + listeners (deleted) and 0 (absent: nothing of ours
+// left, also when an earlier copy of the same call deleted it) both mean our token is
+// gone from the node; −1 means another token holds the key.
 func released(v int64) outcome {
-	if v >= 1 {
+	switch {
+	case v >= 0:
 		return outYes
+	case v == -1:
+		return outNo
 	}
-	return yesOrNo(v)
+	return outFailed
 }
 
 // counter judges fence_read.lua: any counter value ≥ 0 is an answer.
@@ -77,9 +82,10 @@ func fencedReply(v int64) outcome {
 type outcome uint8
 
 const (
-	// outYes: the node did what was asked (took, refreshed, extended or deleted our key).
+	// outYes: the node did what was asked (took, refreshed, extended or deleted our key),
+	// or, for a release, holds no key of ours any more.
 	outYes outcome = iota + 1
-	// outNo: another token holds the key (acquire), or ours is gone (extend, release).
+	// outNo: another token holds the key (acquire, release), or ours is gone (extend).
 	outNo
 	// outRefused: the node's fencing counter is at or above our proposal; counts as no.
 	outRefused

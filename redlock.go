@@ -32,6 +32,7 @@ type Client struct {
 	shut    chan struct{}  // closed when Close has finished
 	shutErr error          // what the first Close returned
 	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
+	keepers sync.WaitGroup // KeepAlive goroutines: Close ends them and waits
 
 	fences fenceCache // with Options.Fencing: the highest counter seen per key
 	queues queues     // waiting Acquire calls per key, and release subscriptions
@@ -162,9 +163,10 @@ func sameClient(a, b any) bool {
 // node call the Client started has returned (a stalled node's calls end when go-redis
 // gives up on them: its ReadTimeout, 3 s by default, times its retries; calls queued
 // behind a stalled batch to the same node can take about twice that), then closes the
-// go-redis clients if NewFromURLs made them. Release your locks before Close; Release
-// after Close returns ErrClosed and leaves the keys to expire. Every call of Close waits
-// and returns the same result.
+// go-redis clients if NewFromURLs made them. Every KeepAlive ends before Close returns,
+// its context cancelled with a cause matching ErrClosed (the lock is not released).
+// Release your locks before Close; Release after Close returns ErrClosed and leaves the
+// keys to expire. Every call of Close waits and returns the same result.
 func (c *Client) Close() error {
 	c.closeMu.Lock()
 	first := !c.closed
@@ -175,6 +177,7 @@ func (c *Client) Close() error {
 		return c.shutErr
 	}
 	close(c.closing)
+	c.keepers.Wait()
 	c.calls.Wait()
 	c.queues.close()
 	close(c.sendersQuit)
@@ -568,11 +571,12 @@ type Lock struct {
 	op    sync.Mutex // serializes Extend and Release; guards calls
 	calls *round     // this lock's latest round: its next call to a node goes after that one
 
-	mu       sync.Mutex    // guards the fields below
-	ttl      time.Duration // of the latest successful Acquire or Extend
-	until    time.Time
-	released bool
-	keeper   *keeper // the running KeepAlive, or nil
+	mu         sync.Mutex    // guards the fields below
+	ttl        time.Duration // of the latest successful Acquire or Extend
+	until      time.Time     // the validity proven so far; lowered when a loss is proven
+	released   bool          // Release was called: no step or KeepAlive may start
+	releasedAt time.Time     // when Release was called: Until reports no later time
+	keeper     *keeper       // the running KeepAlive, or nil
 }
 
 // Key returns the lock's key.
@@ -591,7 +595,28 @@ func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 
 // Until returns when the lock's validity ends, on the local monotonic clock: up to then,
 // no other client can hold it (under the assumptions in the package documentation).
+// Once Release has been called, Until is no later than that call; once Extend has
+// proven the lock lost (its token gone from too many nodes), no later than that Extend;
+// once KeepAlive found the machine suspended, no later than that moment.
 func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return earlier(l.until, l.releasedAt)
+	}
+	return l.until
+}
+
+// lose records that the lock can no longer be trusted to be held from at on: Until
+// reports no later time.
+func (l *Lock) lose(at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = earlier(l.until, at)
+}
+
+// validUntil returns the validity proven so far, ignoring a Release in progress.
+func (l *Lock) validUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -600,9 +625,12 @@ func (l *Lock) Until() time.Time {
 // Extend sets the lock's TTL to ttl on every node that still holds its token (a node's
 // TTL is never shortened). It succeeds only if a majority did so and validity remains
 // (ttl − elapsed − drift > 0); Until then moves to the new end if that is later. It fails
-// with ErrLockLost if the lock was released, its validity ran out, or too many nodes no
-// longer hold its token, and with ErrUnavailable if too many nodes failed; a failed
-// Extend leaves Until as it was (no node's TTL got shorter) and never releases the lock.
+// with ErrLockLost only when the lock is known to be lost: it was released, its
+// validity ran out, or too many nodes answered that its token is gone (Until then moves
+// back to the start of this Extend). When the new validity could not be proven (too
+// many nodes failed or were slow, or the majority came after ttl − drift) it fails with
+// ErrUnavailable and leaves Until as it was: the lock is still held until then, since
+// no node's TTL got shorter. A failed Extend never releases the lock.
 //
 // After a successful Extend has proved that a majority still holds the lock, the nodes
 // that did not say yes (restarted empty, failed, or still held by a stale key that has
@@ -640,13 +668,22 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// majority behind the old Until still holds it until then, since no step ever
 		// shortens a TTL. So the lock is valid until the later of the two.
 		l.until, l.ttl = later(l.until, until), ttl
+		released := l.released
 		l.mu.Unlock()
-		l.heal(ctx, r, ttl)
+		if !released { // a Release waiting for this step deletes the keys next
+			l.heal(ctx, r, ttl)
+		}
 		return nil
 	}
 	defer l.mu.Unlock()
 	kind := ErrUnavailable
-	if t.contended() || v <= 0 || !now.Before(l.until) {
+	switch {
+	case t.contended():
+		// Too many nodes answered that our token is gone: proof that the lock is lost,
+		// whatever the local validity said.
+		kind = ErrLockLost
+		l.until = earlier(l.until, start) // l.mu is held
+	case !now.Before(l.until):
 		kind = ErrLockLost
 	}
 	qe := c.quorumError("extend", l.key, t, errs, kind, ctxErr)
@@ -669,47 +706,49 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // Release deletes the lock on every node that still holds its token, each after the
 // lock's earlier calls to that node have returned. It returns as soon as the outcome is
 // decided (the remaining deletes finish in the background) and waits at most the node
-// timeout. It returns nil if a majority released the lock within its validity;
-// ErrLockLost if the validity had run out, the lock was already released, or too many
-// nodes no longer held its token; ErrUnavailable if too many nodes failed (their keys
-// expire after the TTL). If ctx ends first, Release returns its error; the deletes are
-// still sent. Release stops a KeepAlive first. The lock cannot be used after Release,
+// timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
+// its token or no longer had it (a node whose key is absent holds nothing of ours: a
+// copy of the call that go-redis re-sent after a lost reply finds the key already
+// deleted); ErrLockLost if the validity had run out, the lock was already released, or
+// too many nodes answered that another token holds the key; ErrUnavailable if too many
+// nodes failed (their keys expire after the TTL). If ctx ends first, Release returns its
+// error; the deletes are still sent. Release marks the lock released at once: Until
+// reports no later time from then on, a KeepAlive running is stopped (its context ends
+// before Release returns) and none can start. The lock cannot be used after Release,
 // whatever it returns.
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
-	l.stopKeeper(errReleased) // before taking l.op: the keeper may be inside Extend
-	if err := l.begin("release"); err != nil {
-		return err
-	}
-	defer l.end()
-	now := c.opts.Clock.Now()
+	// Mark the lock released first, so that no KeepAlive can start from here on, then
+	// stop the running one (before taking l.op: the keeper may be inside Extend).
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
 		return lostError("release", l.key, "already released")
 	}
-	l.released = true
-	expired := !now.Before(l.until)
+	l.released, l.releasedAt = true, c.opts.Clock.Now()
+	k := l.keeper
 	l.mu.Unlock()
+	if k != nil {
+		k.halt(errReleased)
+	}
+	if err := l.begin("release"); err != nil {
+		return err
+	}
+	defer l.end()
+	// An Extend that ran up to now may have moved the validity on.
+	expired := !c.opts.Clock.Now().Before(l.validUntil())
 
-	replaced := 0 // nodes where a failed hand-over already removed our token
 	capped := false
 	if !expired && !c.opts.Fencing {
 		var o *offer
-		if o, capped = c.queues.claim(l.key); o != nil {
-			var done bool
-			if done, replaced = l.handOff(ctx, o); done {
-				return nil
-			}
+		if o, capped = c.queues.claim(l.key); o != nil && l.handOff(ctx, o) {
+			return nil
 		}
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
 	l.calls = r
-	// After a failed hand-over the nodes it switched answer "no" here although our
-	// token left them: hear every node (no early stop on refusals), then count those
-	// as released.
-	t, errs, ctxErr := c.gather(ctx, r, replaced == 0)
+	t, errs, ctxErr := c.gather(ctx, r, true)
 	var courtesy time.Duration
 	end := c.opts.Clock.Now()
 	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
@@ -722,8 +761,6 @@ func (l *Lock) Release(ctx context.Context) error {
 		yield = min(4*t.quorumIn+time.Millisecond, c.opts.NodeTimeout)
 	}
 	c.queues.released(l, courtesy, t.high, yield, end)
-	t.yes += replaced
-	t.no = max(t.no-replaced, 0)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}
@@ -741,15 +778,15 @@ func (l *Lock) Release(ctx context.Context) error {
 // step does the work of a release and an acquire. The new lock is granted exactly as
 // an acquired one: with a majority, and validity measured from just before this step.
 // It reports whether that happened; if not, the new token is cleaned up wherever it
-// may have landed, the waiter hears nil (and attempts by itself), and replaced says on
-// how many nodes l's token was already replaced, for the plain release that follows.
-// The caller holds l.op and has checked that l is valid.
-func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) {
+// may have landed (before the plain release that follows, which then finds those nodes
+// empty), and the waiter hears nil (and attempts by itself). The caller holds l.op and
+// has checked that l is valid.
+func (l *Lock) handOff(ctx context.Context, o *offer) bool {
 	c := l.c
 	token, err := newToken()
 	if err != nil {
 		o.got <- nil
-		return false, 0
+		return false
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
@@ -761,11 +798,11 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (done bool, replaced int) 
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
-		return true, 0
+		return true
 	}
 	c.cleanup(ctx, l.key, token, r)
 	o.got <- nil
-	return false, t.yes
+	return false
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
@@ -788,6 +825,14 @@ func (l *Lock) end() {
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
 		return b
 	}
 	return a

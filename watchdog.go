@@ -47,46 +47,51 @@ func (k *keeper) halt(cause error) {
 //     the wall clock and the monotonic clock drift apart by more than the drift
 //     allowance (the machine was suspended, so the validity can no longer be trusted).
 //     context.Cause then matches ErrLockLost;
-//   - when ctx ends, Release is called, or stop is called.
+//   - when ctx ends, or stop is called;
+//   - when Release is called, before Release returns;
+//   - when the Client is closed, before Close returns; context.Cause then matches
+//     ErrClosed.
 //
 // stop ends the renewal (it does not release the lock) and waits for the goroutine to
 // exit. Exactly one goroutine runs per kept-alive lock; a second KeepAlive while one
 // runs returns a context already cancelled. Use a TTL of at least 20 × NodeTimeout
 // (1 s with the defaults), so a renewal fits inside the margin.
 func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop func()) {
+	c := l.c
 	lockCtx, cancel := context.WithCancelCause(ctx)
 	k := &keeper{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	refuse := func(cause error) (context.Context, func()) {
+		cancel(cause)
+		return lockCtx, func() {}
+	}
+	// Lock order: the Client's closeMu, then l.mu. Close waits for every keeper
+	// registered before it began, and none can register after.
+	c.closeMu.RLock()
+	defer c.closeMu.RUnlock()
+	if c.closed {
+		return refuse(fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed))
+	}
 	l.mu.Lock()
 	switch {
 	case l.released:
 		l.mu.Unlock()
-		cancel(lostError("keep alive", l.key, "already released"))
-		return lockCtx, func() {}
+		return refuse(lostError("keep alive", l.key, "already released"))
 	case l.keeper != nil:
 		l.mu.Unlock()
-		cancel(errKeepAliveRunning)
-		return lockCtx, func() {}
+		return refuse(errKeepAliveRunning)
 	}
 	l.keeper = k
 	l.mu.Unlock()
 
+	c.keepers.Add(1)
 	go func() {
+		defer c.keepers.Done()
 		cause := l.renew(lockCtx, k)
 		l.detach(k)
 		cancel(cause)
 		close(k.done)
 	}()
 	return lockCtx, func() { k.halt(context.Canceled) }
-}
-
-// stopKeeper ends a running KeepAlive, cancelling its context with cause.
-func (l *Lock) stopKeeper(cause error) {
-	l.mu.Lock()
-	k := l.keeper
-	l.mu.Unlock()
-	if k != nil {
-		k.halt(cause)
-	}
 }
 
 // detach forgets k as the lock's keeper.
@@ -105,10 +110,17 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	prev := c.opts.Clock.Now()
 	_, ttl := l.deadline()
 	next := prev.Add(ttl / renewDivisor)
+	closed := func() error { return fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed) }
 	for {
+		select {
+		case <-c.closing:
+			return closed()
+		default:
+		}
 		now := c.opts.Clock.Now()
 		until, ttl := l.deadline()
 		if gap := clockGap(prev, now); gap > drift(ttl, c.opts.DriftFactor) {
+			l.lose(now)
 			return lostError("keep alive", l.key, fmt.Sprintf("wall and monotonic clocks moved apart by %v (suspended?)", gap.Round(time.Millisecond)))
 		}
 		prev = now
@@ -126,6 +138,8 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 				return context.Canceled
 			case <-ctx.Done():
 				return context.Cause(ctx)
+			case <-c.closing:
+				return closed()
 			case <-c.opts.Clock.After(wait):
 			}
 			continue

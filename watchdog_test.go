@@ -1,8 +1,10 @@
 package redlock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +190,89 @@ func TestDo(t *testing.T) {
 		t.Fatalf("Do with the lock taken: got %v, want ErrLockLost and the work's context error", err)
 	}
 	c.wantValues("job", "intruder", "intruder", "intruder")
+}
+
+// stackShows reports whether some goroutine's stack holds every one of the given
+// function names: the way to see that a call is blocked where the test wants it.
+func stackShows(names ...string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		all := true
+		for _, name := range names {
+			all = all && bytes.Contains(g, []byte(name))
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// TestKeepAliveDuringRelease: a KeepAlive called while a Release waits for the lock's
+// step in progress (an Extend whose replies are held) must not outlive the Release:
+// its context ends no later than Release returns.
+func TestKeepAliveDuringRelease(t *testing.T) {
+	c, gate, others := gatedCluster(t)
+	ctx := t.Context()
+	lock, err := c.client.TryAcquire(ctx, "releasing", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	gate.armed.Store(true)
+	others.armed.Store(true)
+	extended := make(chan error, 1)
+	go func() { extended <- lock.Extend(ctx, 30*time.Second) }()
+	waitHeld(t, gate)
+	waitHeld(t, others)
+	waitHeld(t, others)
+	gate.armed.Store(false)
+	others.armed.Store(false)
+	released := make(chan error, 1)
+	go func() { released <- lock.Release(ctx) }()
+	eventually(t, "Release waiting for the Extend", func() bool {
+		return stackShows("(*Lock).Release", "(*Lock).begin")
+	})
+	work, stop := lock.KeepAlive(ctx)
+	defer stop()
+	gate.release()
+	others.release()
+	if err := <-extended; err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := <-released; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if work.Err() == nil {
+		t.Fatal("a KeepAlive started during Release still runs after Release returned")
+	}
+	if cause := context.Cause(work); !errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("cause %v, want ErrLockLost (already released)", cause)
+	}
+}
+
+// TestKeepAliveEndsWithClose: Close ends every KeepAlive before it returns, with a
+// cause matching ErrClosed, and a KeepAlive after Close is refused the same way.
+func TestKeepAliveEndsWithClose(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	lock, err := c.client.TryAcquire(t.Context(), "closing", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	if err := c.client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if work.Err() == nil {
+		t.Fatal("KeepAlive still runs after Close returned")
+	}
+	if cause := context.Cause(work); !errors.Is(cause, redlock.ErrClosed) {
+		t.Fatalf("cause %v, want ErrClosed", cause)
+	}
+	late, _ := lock.KeepAlive(t.Context())
+	if cause := context.Cause(late); !errors.Is(cause, redlock.ErrClosed) {
+		t.Fatalf("KeepAlive after Close: cause %v, want ErrClosed", cause)
+	}
 }

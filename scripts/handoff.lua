@@ -6,12 +6,22 @@
 -- ARGV[2]  the token of the lock handed over
 -- ARGV[3]  the new lock's time to live in milliseconds
 --
--- Returns 1 when the key now holds ARGV[2] with a TTL of ARGV[3] ms: it held ARGV[1]
--- (the hand-over), was absent (as acquire.lua would take it), or already held ARGV[2]
--- (a command re-sent after a lost reply). Returns 0 when another token holds it, which
--- is left untouched.
+-- Returns 1 when the key now holds ARGV[2] with at least ARGV[3] ms to live: it held
+-- ARGV[1] (the hand-over), was absent (as acquire.lua would take it), or already held
+-- ARGV[2]. Returns 0 when another token holds it, which is left untouched.
+--
+-- A copy of this call can arrive again, late (go-redis re-sends a command after a lost
+-- reply; a stalled connection delivers what was queued on it), after the new lock has
+-- been extended: where the key already holds ARGV[2] its TTL is only ever raised, never
+-- set back to ARGV[3].
 local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] or cur == ARGV[2] or not cur then
+if cur == ARGV[2] then
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  end
+  return 1
+end
+if cur == ARGV[1] or not cur then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end

@@ -4,12 +4,17 @@
 -- KEYS[1]  the lock key
 -- ARGV[1]  the token the lock was acquired with
 --
--- Returns 0 when the key was absent or held by another token (that holder's lock is
--- left untouched); otherwise it deleted the key, published ARGV[1] (now a dead token)
--- on the channel, and returns 1 + the number of clients that received it. The
--- announcement is best effort: a PUBLISH refused (say, by an ACL without channel
--- rights) does not fail the release.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- Returns -1 when another token holds the key (that holder's lock is left untouched);
+-- 0 when the key is absent (it expired, its node lost it, or an earlier copy of this
+-- same call deleted it: a copy re-sent after a lost reply finds nothing to do);
+-- otherwise it deleted the key, published ARGV[1] (now a dead token) on the channel, and
+-- returns 1 + the number of clients that received it. The announcement is best effort:
+-- a PUBLISH refused (say, by an ACL without channel rights) does not fail the release.
+local cur = redis.call('GET', KEYS[1])
+if cur ~= ARGV[1] then
+  if cur then
+    return -1
+  end
   return 0
 end
 redis.call('DEL', KEYS[1])

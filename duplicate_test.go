@@ -1,0 +1,386 @@
+package redlock_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Late and repeated commands. A command the library sent can reach a node again later:
+// go-redis re-sends it after a lost reply (clients passed to New retry by default), and
+// a command still queued on a stalled connection runs when the node wakes up. The rule
+// every script must keep: such a copy never shortens a TTL and never deletes or
+// overwrites the key of a later lock. These tests record every script call the library
+// sends and deliver the copies themselves, at chosen moments, in several orders.
+
+// sentCall is one script call the library sent to one node.
+type sentCall struct {
+	node int
+	args []any
+}
+
+// recorder is a go-redis hook that records the script calls (EVALSHA, EVAL) sent through
+// the clients it is added to, plain and pipelined.
+type recorder struct {
+	mu    sync.Mutex
+	calls []sentCall
+}
+
+// clients returns a new client per server with the recorder on it.
+func (r *recorder) clients(servers []*redistest.Server) []redis.UniversalClient {
+	rdbs := redistest.Clients(servers)
+	for i, rdb := range rdbs {
+		rdb.AddHook(nodeHook{r, i})
+	}
+	return rdbs
+}
+
+// sent returns a copy of the calls recorded so far, in the order they were sent.
+func (r *recorder) sent() []sentCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.calls)
+}
+
+func (r *recorder) record(node int, cmds ...redis.Cmder) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cmd := range cmds {
+		if name := strings.ToLower(cmd.Name()); name == "evalsha" || name == "eval" {
+			r.calls = append(r.calls, sentCall{node, slices.Clone(cmd.Args())})
+		}
+	}
+}
+
+// nodeHook records for one node.
+type nodeHook struct {
+	r    *recorder
+	node int
+}
+
+func (nodeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h nodeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.r.record(h.node, cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h nodeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.r.record(h.node, cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// scriptSources maps the SHA1 of every script in scripts/ to its source, so that a
+// copy of an EVALSHA can be sent as EVAL to a node that lost its script cache.
+func scriptSources(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("scripts/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("reading scripts/: %v (%d files)", err, len(files))
+	}
+	m := make(map[string]string)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha1.Sum(src)
+		m[hex.EncodeToString(sum[:])] = string(src)
+	}
+	return m
+}
+
+// deliverAgain sends a copy of call to its node, on the test's own connection.
+func (c *cluster) deliverAgain(call sentCall, sources map[string]string) {
+	c.t.Helper()
+	ctx := context.Background()
+	err := c.admin[call.node].Do(ctx, call.args...).Err()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args := slices.Clone(call.args)
+		args[0], args[1] = "eval", sources[fmt.Sprint(args[1])]
+		err = c.admin[call.node].Do(ctx, args...).Err()
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		c.t.Fatalf("copy of %v to node %d: %v", call.args, call.node+1, err)
+	}
+}
+
+// TestLateHandOffCopyCannotShortenTheLock is the double grant of the review: W gets the
+// lock by hand-over with a 500 ms TTL on a bare majority, extends it to a minute, and a
+// late copy of the hand-over lands on one of W's nodes. That copy must not cut the
+// node's TTL back to 500 ms, or another Client takes the key there and on the node
+// that had been taken while W believes it holds the lock for a minute.
+func TestLateHandOffCopyCannotShortenTheLock(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	rec := &recorder{}
+	a, err := redlock.New(rec.clients(c.servers), noPolling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx := t.Context()
+	// Node 3 is held by a stale key for 800 ms: W's lock will rest on nodes 1 and 2.
+	if err := c.admin[2].Set(ctx, "k", "stale", 800*time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := a.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, a, "k", 500*time.Millisecond)
+	eventually(t, "the waiter's offer", func() bool { return a.Offered("k") })
+	holder.WaitForCalls()
+	before := len(rec.sent())
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := wantResult(t, "the waiter", waiter).lock
+	var handOff *sentCall
+	for _, call := range rec.sent()[before:] {
+		if call.node == 0 && slices.Contains(call.args, any(w.Token())) {
+			handOff = &call
+			break
+		}
+	}
+	if handOff == nil {
+		t.Fatal("no hand-over call to node 1 recorded")
+	}
+	if err := w.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.WaitForCalls()
+	c.wantValues("k", w.Token(), w.Token(), "stale")
+
+	c.deliverAgain(*handOff, scriptSources(t))
+	if ttl := c.admin[0].PTTL(ctx, "k").Val(); ttl < 50*time.Second {
+		t.Errorf("the late copy of the hand-over cut node 1's TTL to %v", ttl)
+	}
+	// Once the stale key on node 3 has expired, another Client must still find the
+	// key held on a majority.
+	b := c.newClient(redlock.Options{RetryDelay: redlock.ExponentialJitter(20*time.Millisecond, 50*time.Millisecond)})
+	bctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if other, err := b.Acquire(bctx, "k", time.Second); err == nil {
+		t.Fatalf("double grant: another Client got the key at %v while W holds it until %v",
+			time.Now().Format(time.TimeOnly), w.Until().Format(time.TimeOnly))
+		_ = other.Release(ctx)
+	} else if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("another Client: %v, want ErrNotAcquired", err)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lateWorld is the state of one run of TestLateCopiesOfEveryCommand.
+type lateWorld struct {
+	t      *testing.T
+	c      *cluster
+	rec    *recorder
+	a      *redlock.Client // plain, recorded
+	f      *redlock.Client // with fencing, recorded
+	held   map[string]*redlock.Lock
+	cancel context.CancelFunc
+}
+
+// lateStep is one operation of the run; it updates held.
+type lateStep struct {
+	name string
+	do   func(w *lateWorld, ctx context.Context) error
+}
+
+// lateSteps drive every script the library has: acquire, a failed attempt and its
+// clean-up, extend, hand-over, heal, fence read, fenced acquire and release.
+var lateSteps = []lateStep{
+	{"acquire", func(w *lateWorld, ctx context.Context) error {
+		l, err := w.a.Acquire(ctx, "k", 5*time.Second)
+		w.held["L1"] = l
+		return err
+	}},
+	{"extend", func(w *lateWorld, ctx context.Context) error {
+		return w.held["L1"].Extend(ctx, 10*time.Second)
+	}},
+	{"failed attempt", func(w *lateWorld, ctx context.Context) error {
+		for _, a := range w.c.admin[1:] {
+			if err := a.Set(ctx, "k2", "foreign", 10*time.Second).Err(); err != nil {
+				return err
+			}
+		}
+		if l, err := w.a.TryAcquire(ctx, "k2", 5*time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+			return fmt.Errorf("TryAcquire of a key taken on 2 of 3 nodes: %v, %v", l, err)
+		}
+		return nil
+	}},
+	{"hand-over", func(w *lateWorld, ctx context.Context) error {
+		waiter := acquireAsync(ctx, w.a, "k", 2*time.Second)
+		eventually(w.t, "the waiter's offer", func() bool { return w.a.Offered("k") })
+		if err := w.held["L1"].Release(ctx); err != nil {
+			return err
+		}
+		delete(w.held, "L1")
+		r := wantResult(w.t, "the waiter", waiter)
+		w.held["W"] = r.lock
+		return r.err
+	}},
+	{"extend after the hand-over", func(w *lateWorld, ctx context.Context) error {
+		return w.held["W"].Extend(ctx, 20*time.Second)
+	}},
+	{"heal", func(w *lateWorld, ctx context.Context) error {
+		l := w.held["W"]
+		l.WaitForCalls()
+		if err := w.c.admin[2].Del(ctx, "k").Err(); err != nil {
+			return err
+		}
+		if err := l.Extend(ctx, 20*time.Second); err != nil {
+			return err
+		}
+		l.WaitForCalls()
+		if got := w.c.values("k"); got[2] != l.Token() {
+			return fmt.Errorf("node 3 not healed: %q", got)
+		}
+		return nil
+	}},
+	{"fenced acquire", func(w *lateWorld, ctx context.Context) error {
+		f1, err := w.f.Acquire(ctx, "kf", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := f1.Release(ctx); err != nil {
+			return err
+		}
+		f2, err := w.f.Acquire(ctx, "kf", 10*time.Second)
+		w.held["F2"] = f2
+		return err
+	}},
+	{"release", func(w *lateWorld, ctx context.Context) error {
+		err := w.held["W"].Release(ctx)
+		delete(w.held, "W")
+		return err
+	}},
+	{"acquire after the release", func(w *lateWorld, ctx context.Context) error {
+		l, err := w.a.Acquire(ctx, "k", 10*time.Second)
+		w.held["L3"] = l
+		return err
+	}},
+}
+
+// nodeState is one node's view of a held lock.
+type nodeState struct {
+	value string
+	ttl   time.Duration
+	fence int64
+}
+
+// snapshot reads the key (and with fencing its counter) of every held lock on every node.
+func (w *lateWorld) snapshot(ctx context.Context) map[string][]nodeState {
+	snap := make(map[string][]nodeState)
+	for name, l := range w.held {
+		l.WaitForCalls()
+		states := make([]nodeState, len(w.c.admin))
+		for i, a := range w.c.admin {
+			states[i].value, _ = a.Get(ctx, l.Key()).Result()
+			states[i].ttl = a.PTTL(ctx, l.Key()).Val()
+			states[i].fence, _ = a.Get(ctx, l.Key()+":fence").Int64()
+		}
+		snap[name] = states
+	}
+	return snap
+}
+
+// TestLateCopiesOfEveryCommand runs the steps above, stopping after each one in turn,
+// then delivers a copy of every script call sent so far again (as sent, in reverse, and
+// shuffled), and checks that no copy shortened the TTL of a lock still held, replaced
+// its token or lowered a fencing counter, and that another Client cannot take a held
+// key.
+func TestLateCopiesOfEveryCommand(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	sources := scriptSources(t)
+	for stop := 1; stop <= len(lateSteps); stop++ {
+		t.Run("after "+lateSteps[stop-1].name, func(t *testing.T) {
+			c := &cluster{t: t, servers: servers}
+			for _, s := range servers {
+				a := s.Client()
+				if err := a.FlushAll(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+				c.admin = append(c.admin, a)
+			}
+			w := &lateWorld{t: t, c: c, rec: &recorder{}, held: make(map[string]*redlock.Lock)}
+			var err error
+			if w.a, err = redlock.New(w.rec.clients(servers), noPolling); err != nil {
+				t.Fatal(err)
+			}
+			defer w.a.Close()
+			if w.f, err = redlock.New(w.rec.clients(servers), redlock.Options{Fencing: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer w.f.Close()
+			ctx := t.Context()
+			for _, st := range lateSteps[:stop] {
+				if err := st.do(w, ctx); err != nil {
+					t.Fatalf("step %q: %v", st.name, err)
+				}
+			}
+			calls := w.rec.sent()
+			reversed := slices.Clone(calls)
+			slices.Reverse(reversed)
+			shuffled := slices.Clone(calls)
+			rng := rand.New(rand.NewPCG(uint64(stop), 11))
+			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			for _, order := range []struct {
+				name  string
+				calls []sentCall
+			}{{"as sent", calls}, {"reversed", reversed}, {"shuffled", shuffled}} {
+				before := w.snapshot(ctx)
+				at := time.Now()
+				for _, call := range order.calls {
+					c.deliverAgain(call, sources)
+				}
+				passed := time.Since(at)
+				after := w.snapshot(ctx)
+				for name, states := range before {
+					for i, s := range states {
+						got := after[name][i]
+						switch {
+						case s.value != "" && got.value != s.value:
+							t.Errorf("%s: node %d held %s's key %q, after the copies %q", order.name, i+1, name, s.value, got.value)
+						case s.value != "" && got.ttl < s.ttl-passed-5*time.Millisecond:
+							t.Errorf("%s: node %d: the copies cut %s's TTL from %v to %v", order.name, i+1, name, s.ttl, got.ttl)
+						case got.fence < s.fence:
+							t.Errorf("%s: node %d: the copies lowered %s's fencing counter from %d to %d", order.name, i+1, name, s.fence, got.fence)
+						}
+					}
+				}
+			}
+			b, err := redlock.New(redistest.Clients(servers), redlock.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			for name, l := range w.held {
+				if other, err := b.TryAcquire(ctx, l.Key(), time.Second); err == nil {
+					t.Errorf("another Client took %s's key %q while it is held until %v", name, l.Key(), l.Until())
+					_ = other.Release(ctx)
+				}
+			}
+			t.Logf("%d calls sent, each delivered again 3 times", len(calls))
+		})
+	}
+}
