@@ -131,14 +131,21 @@ func runWorker(specJSON string) error {
 	// Warm up: connect every Client to every node and load the scripts, so that the
 	// first attempts of the run are not the ones that dial (on a loaded machine a cold
 	// start can take longer than a node timeout).
+	// Until one whole Acquire and Release went through, each on a key of its own.
 	for i, c := range clients {
-		key := fmt.Sprintf("warm-up-%d-%d", spec.Proc, i)
-		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		lock, err := c.Acquire(wctx, key, time.Second)
-		if err == nil {
-			err = lock.Release(wctx)
+		var err error
+		for try, deadline := 0, time.Now().Add(20*time.Second); time.Now().Before(deadline); try++ {
+			key := fmt.Sprintf("warm-up-%d-%d-%d", spec.Proc, i, try)
+			wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var lock *redlock.Lock
+			if lock, err = c.Acquire(wctx, key, time.Second); err == nil {
+				err = lock.Release(wctx)
+			}
+			cancel()
+			if err == nil {
+				break
+			}
 		}
-		cancel()
 		if err != nil {
 			return fmt.Errorf("warming up client %d: %w", spec.FirstClient+i, err)
 		}
