@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -261,4 +262,42 @@ func TestSoak(t *testing.T) {
 	}
 	fmt.Printf("nemesis soak: %d schedules, %d operations checked (%d grants, %d records), no violation, %v\n",
 		schedules, ops, grants, records, time.Since(start).Round(time.Second))
+}
+
+// TestRenderFailingHistory: a rejected history gets porcupine's visualization (with
+// the faults as annotations) and safety's timeline, and the report names the pair.
+func TestRenderFailingHistory(t *testing.T) {
+	s := &Schedule{Seed: 9, Family: Mixed, Length: time.Second, Keys: []string{"k"}, MaxTTL: time.Second}
+	var recs []Record
+	recs = append(recs, window("0.0.0.1", 0, 0, 1, 300)...)
+	recs = append(recs, window("1.1.1.1", 1, 2, 200, 400)...)
+	m := int64(time.Millisecond)
+	faults := []Executed{{Fault: Fault{Kind: FaultPause, Nodes: []int{2}, Start: 100 * time.Millisecond, End: 250 * time.Millisecond}, From: 100 * m, To: 250 * m}}
+	res := &Result{Schedule: s, Records: recs, Faults: faults, Check: Check(s, recs, faults, 0)}
+	if res.Check.OK() {
+		t.Fatal("overlap not seen")
+	}
+	files, err := Render(t.TempDir(), res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"porcupine-mutex-k.html": {"granted 0.0.0.1", "valid no more: 0.0.0.1", "node 3", "pause"},
+		"timeline.html":          {"seed 9, mixed, key k", "paused (SIGSTOP)", "lease mutex"},
+		"schedule.txt":           {"VIOLATION lease mutex on k"},
+	}
+	if len(files) != len(want) {
+		t.Errorf("files %v, want %d", files, len(want))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range want[filepath.Base(f)] {
+			if !strings.Contains(string(b), s) {
+				t.Errorf("%s does not mention %q", filepath.Base(f), s)
+			}
+		}
+	}
 }
