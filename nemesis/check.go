@@ -46,6 +46,7 @@ type Violation struct {
 	Text  string
 }
 
+// String returns "check on key: what was found".
 func (v Violation) String() string { return fmt.Sprintf("%s on %s: %s", v.Check, v.Key, v.Text) }
 
 // Report is the checker's verdict on one history.

@@ -69,6 +69,7 @@ type ClientSpec struct {
 	Fencing     bool
 	Workers     int           // goroutines sharing the Client (several make hand-overs)
 	NodeTimeout time.Duration // Options.NodeTimeout
+	RetryMax    time.Duration // Options.RetryDelay is ExponentialJitter(RetryMax/25, RetryMax)
 	Duplicate   float64       // share of commands delivered twice (0: none)
 	DupDelay    time.Duration // bound of a copy's delay
 	// DupHandOffs narrows the copies to the hand-over step (a script call with one
@@ -221,7 +222,7 @@ func Generate(seed uint64, f Family) *Schedule {
 	s.Procs = make([][]ClientSpec, 2)
 	for p := range s.Procs {
 		for range 2 + r.IntN(2) {
-			c := ClientSpec{Workers: 1 + r.IntN(3), NodeTimeout: 50 * time.Millisecond, Sessions: all}
+			c := ClientSpec{Workers: 1 + r.IntN(3), NodeTimeout: 50 * time.Millisecond, RetryMax: 50 * time.Millisecond, Sessions: all}
 			if fencing {
 				c.Fencing = chance(0.6)
 			}
@@ -234,14 +235,15 @@ func Generate(seed uint64, f Family) *Schedule {
 
 	switch f {
 	case HandOff:
-		// One Client per process with three workers on one key: hand-overs; every
-		// command may come again, up to the hand-over TTL later; holders extend to
-		// twice the TTL and keep the lock a while.
-		s.Length = 8 * time.Second
+		// One Client per process with three workers on one key: hand-overs; a hand-over
+		// call may come again, up to the hand-over TTL later; holders extend to three
+		// times the TTL and keep the lock nearly to its end.
+		s.TTL, s.MaxTTL = time.Second, 3*time.Second
+		s.Length = 10 * time.Second
 		for p := range s.Procs {
 			s.Procs[p] = s.Procs[p][:1]
 			s.Procs[p][0].Workers = 3
-			s.Procs[p][0].Duplicate = 0.3 + 0.5*r.Float64()
+			s.Procs[p][0].Duplicate = 0.5 + 0.4*r.Float64()
 			s.Procs[p][0].DupDelay = s.TTL
 			s.Procs[p][0].DupHandOffs = true
 			s.Procs[p][0].Sessions = pick(SessExtend)
@@ -258,6 +260,7 @@ func Generate(seed uint64, f Family) *Schedule {
 		for p := range s.Procs {
 			for c := range s.Procs[p] {
 				s.Procs[p][c].Sessions = pick(SessToUntil, SessToUntil, SessTry, SessHold)
+				s.Procs[p][c].RetryMax = 10 * time.Millisecond
 			}
 		}
 	case Cleanup:
@@ -271,17 +274,20 @@ func Generate(seed uint64, f Family) *Schedule {
 			}
 		}
 	case LateExtend:
-		// Holders extend right before their validity ends, and their requests are
-		// slow (one Client in each process); the others take the key once free.
+		// In each process one Client's holders extend right before their validity
+		// ends, through slow requests; one other Client, a single worker that retries
+		// every few milliseconds, takes the key once it is free and lets it go at once
+		// (one worker, so no hand-over keeps the key taken).
+		s.TTL, s.MaxTTL = time.Second, 2*time.Second
 		s.Length = 8 * time.Second
 		for p := range s.Procs {
+			s.Procs[p] = s.Procs[p][:2]
 			for c := range s.Procs[p] {
 				cl := &s.Procs[p][c]
-				cl.NodeTimeout = 300 * time.Millisecond
-				cl.Sessions = pick(SessTry, SessHold)
+				cl.NodeTimeout, cl.Workers, cl.Duplicate = 300*time.Millisecond, 1, 0
+				cl.Sessions, cl.RetryMax = pick(SessTry, SessHold), 5*time.Millisecond
 				if c == 0 {
-					cl.Sessions = pick(SessLateExtend)
-					cl.Workers = 1
+					cl.Sessions, cl.RetryMax = pick(SessLateExtend), 50*time.Millisecond
 				}
 			}
 		}

@@ -113,7 +113,7 @@ func runWorker(specJSON string) error {
 		c, err := redlock.New(nodes, redlock.Options{
 			Fencing:     cs.Fencing,
 			NodeTimeout: cs.NodeTimeout,
-			RetryDelay:  redlock.ExponentialJitter(2*time.Millisecond, 50*time.Millisecond),
+			RetryDelay:  redlock.ExponentialJitter(cs.RetryMax/25, cs.RetryMax),
 		})
 		if err != nil {
 			return err

@@ -5,7 +5,7 @@
 // SURVIVED. It exits non-zero if any mutant survived or could not be run: a checker
 // that catches none of them proves nothing.
 //
-//	go run ./cmd/mutants [-budget 90s] [-only name]
+//	go run ./cmd/mutants [-budget 90s] [-only name] [-runs n]
 //
 // Run it from anywhere inside the repository (make mutants does).
 package main
@@ -88,6 +88,7 @@ var mutants = []mutant{{
 func main() {
 	budget := flag.Duration("budget", 90*time.Second, "how long each mutant's randomized run may take to catch it")
 	only := flag.String("only", "", "run only the mutant with this name")
+	runs := flag.Int("runs", 1, "independent randomized runs per mutant (each from a fresh seed); every one must catch it")
 	flag.Parse()
 	root, err := repoRoot()
 	if err != nil {
@@ -105,10 +106,15 @@ func main() {
 		if *only != "" && m.Name != *only {
 			continue
 		}
-		line, ok := run(root, files, m, *budget)
-		summary = append(summary, line)
-		if !ok {
-			failed++
+		for i := range *runs {
+			line, ok := run(root, files, m, *budget)
+			if *runs > 1 {
+				line = fmt.Sprintf("%s run %d/%d: %s", m.Name, i+1, *runs, line[len(fmt.Sprintf("%-17s ", m.Name)):])
+			}
+			summary = append(summary, line)
+			if !ok {
+				failed++
+			}
 		}
 	}
 	fmt.Println("\nmutants:")
@@ -120,10 +126,10 @@ func main() {
 		os.Exit(2)
 	}
 	if failed > 0 {
-		fmt.Printf("%d of %d mutants not caught\n", failed, len(summary))
+		fmt.Printf("%d of %d mutant runs did not catch their mutant\n", failed, len(summary))
 		os.Exit(1)
 	}
-	fmt.Printf("all %d mutants caught\n", len(summary))
+	fmt.Printf("all %d mutant runs caught their mutant\n", len(summary))
 }
 
 var (
