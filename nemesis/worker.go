@@ -322,7 +322,12 @@ func (w *worker) session(ctx context.Context) {
 		kctx, stop := lock.KeepAlive(ctx)
 		rec := base
 		rec.Op, rec.Inv = OpKeepAlive, monotonic()
-		w.work(kctx, base, lock, w.between(ttl/2, 2*ttl))
+		// Held for up to two TTLs: past the first Until, on the renewals alone
+		// (kctx ends if they fail).
+		if lock.Fence() > 0 {
+			w.fencedIO(base, lock.Fence())
+		}
+		sleep(kctx, w.between(ttl/2, 2*ttl))
 		stop()
 		rec.Ret = monotonic()
 		cause := context.Cause(kctx)
@@ -350,8 +355,8 @@ func (w *worker) extend(ctx context.Context, base Record, lock *redlock.Lock, to
 	return err == nil
 }
 
-// work uses the lock for d (less if ctx ends or the lock's validity does): with a
-// fencing token, a read and a write of the key's fenced resource.
+// work uses the lock for d (less if ctx ends or the lock's validity, as it is now, does):
+// with a fencing token, a read and a write of the key's fenced resource.
 func (w *worker) work(ctx context.Context, base Record, lock *redlock.Lock, d time.Duration) {
 	deadline := time.Now().Add(d)
 	if fence := lock.Fence(); fence > 0 {
