@@ -23,9 +23,9 @@ var (
 	// reachable with errors.As as *NodeError values.
 	ErrUnavailable = errors.New("redlock: quorum unavailable")
 
-	// ErrLockLost means a lock is no longer held: its validity ran out, it was already
-	// released, or Extend or Release found fewer than a majority of nodes still holding
-	// its token.
+	// ErrLockLost means a lock is known to be no longer held: its validity ran out, it
+	// was already released, a loss was proven earlier, Extend found its token gone from
+	// too many nodes, or Release found another token holding the key on too many nodes.
 	ErrLockLost = errors.New("redlock: lock lost")
 
 	// ErrNodeTimeout is the cause recorded for a node that did not reply within
@@ -63,7 +63,7 @@ type QuorumError struct {
 	Nodes   int    // how many nodes the client has
 	Needed  int    // the majority: Nodes/2 + 1
 	Agreed  int    // nodes that did what was asked
-	Refused int    // nodes that said no: held elsewhere, fencing token refused, or ours gone
+	Refused int    // nodes that said no: held elsewhere, fencing token refused, or (extend) ours gone
 	Failed  int    // nodes that returned an error or did not reply in time
 
 	// Late reports that the validity had run out: for acquire and extend, a majority

@@ -1,5 +1,11 @@
 package redlock
 
+import "time"
+
+// LoseAt records a loss at at, as KeepAlive does when it finds that the machine was
+// suspended (clockGap): Until reports no later time from then on.
+func (l *Lock) LoseAt(at time.Time) { l.lose(at) }
+
 // WaitForCalls blocks until every node call this lock has started has returned. Tests
 // use it to inspect the nodes after a step that decided on a majority early.
 func (l *Lock) WaitForCalls() {

@@ -106,6 +106,10 @@ func (r *round) mayHold(i int) bool {
 	return out != outNo && out != outRefused
 }
 
+// failed reports whether node i failed or did not answer in time in this round. Call it
+// once node i's call has returned.
+func (r *round) failed(i int) bool { return r.calls[i].out == outFailed }
+
 // lacks reports whether node i answered that it does not hold our key (or failed) in
 // this extend round. Call it once node i's call has returned.
 func (r *round) lacks(i int) bool {

@@ -574,6 +574,7 @@ type Lock struct {
 	mu         sync.Mutex    // guards the fields below
 	ttl        time.Duration // of the latest successful Acquire or Extend
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
+	lost       bool          // a loss was proven: until never moves forward again
 	released   bool          // Release was called: no step or KeepAlive may start
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
@@ -608,11 +609,16 @@ func (l *Lock) Until() time.Time {
 }
 
 // lose records that the lock can no longer be trusted to be held from at on: Until
-// reports no later time.
+// reports no later time, and no later Extend can move it forward again.
 func (l *Lock) lose(at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.until = earlier(l.until, at)
+	l.loseLocked(at)
+}
+
+// loseLocked is lose for a caller that holds l.mu.
+func (l *Lock) loseLocked(at time.Time) {
+	l.until, l.lost = earlier(l.until, at), true
 }
 
 // validUntil returns the validity proven so far, ignoring a Release in progress.
@@ -663,7 +669,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	until := now.Add(v)
 
 	l.mu.Lock()
-	if ctxErr == nil && t.won() && v > 0 {
+	if ctxErr == nil && t.won() && v > 0 && !l.lost {
 		// The majority that said yes holds our key at least until the new end; the
 		// majority behind the old Until still holds it until then, since no step ever
 		// shortens a TTL. So the lock is valid until the later of the two.
@@ -675,6 +681,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return nil
 	}
+	if l.lost { // proven lost while this step ran (KeepAlive found a suspension)
+		l.mu.Unlock()
+		return lostError("extend", l.key, "lost while the extend ran")
+	}
 	defer l.mu.Unlock()
 	kind := ErrUnavailable
 	switch {
@@ -682,7 +692,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// Too many nodes answered that our token is gone: proof that the lock is lost,
 		// whatever the local validity said.
 		kind = ErrLockLost
-		l.until = earlier(l.until, start) // l.mu is held
+		l.loseLocked(start)
 	case !now.Before(l.until):
 		kind = ErrLockLost
 	}
@@ -709,7 +719,8 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
 // its token or no longer had it (a node whose key is absent holds nothing of ours: a
 // copy of the call that go-redis re-sent after a lost reply finds the key already
-// deleted); ErrLockLost if the validity had run out, the lock was already released, or
+// deleted; Release cannot tell that from a node that lost the key, which Extend reports
+// as a loss); ErrLockLost if the validity had run out, the lock was already released, or
 // too many nodes answered that another token holds the key; ErrUnavailable if too many
 // nodes failed (their keys expire after the TTL). If ctx ends first, Release returns its
 // error; the deletes are still sent. Release marks the lock released at once: Until
@@ -738,16 +749,28 @@ func (l *Lock) Release(ctx context.Context) error {
 	// An Extend that ran up to now may have moved the validity on.
 	expired := !c.opts.Clock.Now().Before(l.validUntil())
 
+	var o *offer
 	capped := false
+	args := []any{l.token}
 	if !expired && !c.opts.Fencing {
-		var o *offer
-		if o, capped = c.queues.claim(l.key); o != nil && l.handOff(ctx, o) {
-			return nil
+		if o, capped = c.queues.claim(l.key); o != nil {
+			handed, token := l.handOff(ctx, o)
+			if handed {
+				return nil
+			}
+			if token != "" { // the failed hand-over's token goes with ours
+				args = append(args, token)
+			}
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
+	r := c.start(ctx, stepRelease, []string{l.key}, args, l.calls, true, nil)
 	l.calls = r
+	if o != nil {
+		// The hand-over failed: the waiter attempts by itself, and its calls queue
+		// behind this release on every node, so they do not meet our stale keys.
+		o.got <- nil
+	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	var courtesy time.Duration
 	end := c.opts.Clock.Now()
@@ -777,20 +800,19 @@ func (l *Lock) Release(ctx context.Context) error {
 // made offer o: handoff.lua replaces l's token with a new one on every node, so one
 // step does the work of a release and an acquire. The new lock is granted exactly as
 // an acquired one: with a majority, and validity measured from just before this step.
-// It reports whether that happened; if not, the new token is cleaned up wherever it
-// may have landed (before the plain release that follows, which then finds those nodes
-// empty), and the waiter hears nil (and attempts by itself). The caller holds l.op and
-// has checked that l is valid.
-func (l *Lock) handOff(ctx context.Context, o *offer) bool {
+// It reports whether that happened (the waiter then has the lock). If not, the calls of
+// the step not sent yet are dropped, and token (when one was made) is the new token,
+// which the caller's plain release must delete wherever it landed, before it tells the
+// waiter (o.got <- nil). The caller holds l.op and has checked that l is valid.
+func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string) {
 	c := l.c
 	token, err := newToken()
 	if err != nil {
-		o.got <- nil
-		return false
+		return false, ""
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
-	l.calls = r // a plain release after a failed hand-over waits behind these calls
+	l.calls = r // the plain release after a failed hand-over waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
@@ -798,11 +820,15 @@ func (l *Lock) handOff(ctx context.Context, o *offer) bool {
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
-		return true
+		// Where the hand-over call failed, our token may still hold the key: release
+		// it there once that call has returned, so the node is not blocked until our
+		// TTL ends. Nobody waits for it.
+		c.start(context.WithoutCancel(ctx), stepRelease, []string{l.key}, []any{l.token}, r, true, r.failed)
+		return true, token
 	}
-	c.cleanup(ctx, l.key, token, r)
-	o.got <- nil
-	return false
+	// Unsent calls set nothing; the others are undone by the caller's release.
+	r.abandoned.Store(true)
+	return false, token
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
@@ -844,6 +870,9 @@ func (l *Lock) check(op string, now time.Time) error {
 	defer l.mu.Unlock()
 	if l.released {
 		return lostError(op, l.key, "already released")
+	}
+	if l.lost {
+		return lostError(op, l.key, "lost earlier")
 	}
 	if !now.Before(l.until) {
 		return lostError(op, l.key, fmt.Sprintf("validity ran out %v ago", now.Sub(l.until).Round(time.Millisecond)))
