@@ -136,7 +136,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
 		}
 		servers[server] = i
-		c.nodes[i] = node{name: name, rdb: rdb}
+		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb)}
 	}
 	for i := range c.nodes {
 		c.nodes[i].s = newSender(&c.nodes[i], c)
@@ -422,7 +422,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
 		return lock, qe, nil
 	}
-	keys := []string{key, fenceKey(key)}
+	keys := []string{key, fenceKey(key, false)} // Client.start renames the counter per node
 	fence, qe := c.proposal(ctx, key, keys)
 	if qe != nil {
 		return nil, qe, nil
@@ -661,7 +661,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
 	if l.fence > 0 {
-		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key)}, append(args, l.fence)
+		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key, false)}, append(args, l.fence)
 	}
 	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
 }
