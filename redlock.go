@@ -222,6 +222,13 @@ func (c *Client) enter() bool {
 // attempt's keys are released on every node that may have set them, after that node's
 // SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
 // until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
+//
+// An attempt in which a majority of nodes answered with an error that no retry can fix
+// (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
+// error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
+// *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
+// values. Other failures (timeouts, network errors, READONLY, LOADING, CLUSTERDOWN,
+// ...) are retried.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -240,7 +247,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return lock, err
 		}
 		took = qe.quorum
-		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 {
+		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 || qe.hopeless() {
 			return nil, qe
 		}
 		last, attempt = qe, 2
@@ -289,7 +296,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 				return nil, last
 			}
 			last = qe
-			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) {
+			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) || qe.hopeless() {
 				return nil, qe
 			}
 			if qe.Refused > 0 {
