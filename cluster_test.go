@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -59,11 +60,21 @@ func (m *members) newClient(opts redlock.Options) *redlock.Client {
 // any "{".
 var clusterKeys = []string{"job", "{user1000}.lock", "a{b", "a{}b", "}x{"}
 
-// TestClusterFencing: with two of three members Redis Clusters, fenced locks work for
-// keys with and without hash tags, and the tokens of two Clients are unique and
-// strictly increase in real-time order.
-func TestClusterFencing(t *testing.T) {
+// TestClusterMembers: every feature with two of three members Redis Clusters. The
+// subtests share the members; healing, which restarts a master, comes last.
+func TestClusterMembers(t *testing.T) {
 	m := newMembers(t)
+	t.Run("fencing", func(t *testing.T) { clusterFencing(t, m) })
+	t.Run("release wakes another Client", func(t *testing.T) { clusterWakeUp(t, m) })
+	t.Run("hand-over inside a Client", func(t *testing.T) { clusterHandOver(t, m) })
+	t.Run("healing", func(t *testing.T) { clusterHealing(t, m, false) })
+	t.Run("healing with fencing", func(t *testing.T) { clusterHealing(t, m, true) })
+}
+
+// clusterFencing: fenced locks work for keys with and without hash tags, the tokens of
+// two Clients are unique and strictly increase in real-time order, and the counters are
+// where FenceKey says.
+func clusterFencing(t *testing.T, m *members) {
 	opts := redlock.Options{Fencing: true, RetryDelay: redlock.ExponentialJitter(time.Millisecond, 4*time.Millisecond)}
 	clients := []*redlock.Client{m.newClient(opts), m.newClient(opts)}
 	admins := m.rdbs()
@@ -82,7 +93,7 @@ func TestClusterFencing(t *testing.T) {
 					client := clients[w%2]
 					for i := range 10 {
 						start := time.Now()
-						lock, err := client.Acquire(ctx, key, 200*time.Millisecond)
+						lock, err := client.Acquire(ctx, key, 100*time.Millisecond)
 						end := time.Now()
 						if err != nil {
 							t.Errorf("Acquire: %v", err)
@@ -119,5 +130,174 @@ func TestClusterFencing(t *testing.T) {
 				t.Fatalf("the last token %d is the counter on %d members, want at least 2", last, at)
 			}
 		})
+	}
+}
+
+// masterOf returns the master of cluster c that serves key's slot (StartCluster gives
+// master i the i-th equal range of slots), asking the cluster for the slot.
+func masterOf(t *testing.T, c *redlocktest.Cluster, key string) *redlocktest.Process {
+	t.Helper()
+	slot, err := c.Masters[0].Client().ClusterKeySlot(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Masters[int(slot)*len(c.Masters)/16384]
+}
+
+// clusterWakeUp: with polling off, a waiter in another Client wakes when the holder
+// releases. release.lua PUBLISHes from inside a script on the key's master; on a
+// cluster the message goes over the cluster bus to every node, including the master
+// the waiter's subscription is on. The key is chosen so that those two masters differ.
+func clusterWakeUp(t *testing.T, m *members) {
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("wake%d", i)
+		if masterOf(t, m.clusters[0], k) != masterOf(t, m.clusters[0], redlock.ReleaseChannel(k)) {
+			key = k
+		}
+	}
+	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := holder.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+
+	// Listeners of our own, on each cluster, to see each announcement arrive.
+	ch := redlock.ReleaseChannel(key)
+	var heard []<-chan *redis.Message
+	for _, c := range m.clusters {
+		ps := c.ClusterClient().Subscribe(ctx, ch)
+		t.Cleanup(func() { ps.Close() })
+		if _, err := ps.Receive(ctx); err != nil { // the subscription is confirmed
+			t.Fatal(err)
+		}
+		heard = append(heard, ps.Channel())
+	}
+
+	results := acquireAsync(ctx, waiter, key, time.Minute)
+	// The waiter's subscriptions: on some master of each cluster (go-redis picks one),
+	// next to ours, and on the plain server. PUBSUB NUMSUB counts a node's own clients.
+	eventually(t, "the waiter's subscriptions", func() bool {
+		for _, c := range m.clusters {
+			var subs int64
+			for _, master := range c.Masters {
+				n, err := master.Client().PubSubNumSub(ctx, ch).Result()
+				if err != nil {
+					return false
+				}
+				subs += n[ch]
+			}
+			if subs < 2 {
+				return false
+			}
+		}
+		n, err := m.plain.Client().PubSubNumSub(ctx, ch).Result()
+		return err == nil && n[ch] == 1
+	})
+	eventually(t, "the waiter to be woken once its subscriptions were made", func() bool { return waiter.Wakes(key) >= 1 })
+	released := time.Now()
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	t.Logf("waiter got the lock %v after the release", r.at.Sub(released))
+	if took := r.at.Sub(released); took > 2*time.Second {
+		t.Errorf("the waiter got the lock %v after the release, want promptly", took)
+	}
+	for i, msgs := range heard {
+		select {
+		case msg := <-msgs:
+			if msg.Payload != lock.Token() {
+				t.Errorf("cluster %d announced %q, want the released token", i+1, msg.Payload)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("cluster %d: no announcement on another master than the key's", i+1)
+		}
+	}
+	// Whatever won the race to the lock, the announcements of a majority reached the
+	// waiter's Client: the wake-up after its subscriptions, then this one.
+	eventually(t, "the waiter to hear a majority announce the release", func() bool { return waiter.Wakes(key) >= 2 })
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterHandOver: a Release hands the lock straight to a waiting Acquire of the same
+// Client (handoff.lua) on cluster members.
+func clusterHandOver(t *testing.T, m *members) {
+	c := m.newClient(noPolling)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := c.TryAcquire(ctx, "handed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := acquireAsync(ctx, c, "handed", time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return c.Offered("handed") })
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	r.lock.WaitForCalls()
+	for i, rdb := range m.rdbs() {
+		if got := rdb.Get(ctx, "handed").Val(); got != r.lock.Token() {
+			t.Errorf("member %d holds %q, want the new lock's token", i+1, got)
+		}
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterHealing: the master of the key's slot in one cluster member restarts empty;
+// the next Extends prove the lock held by the other two members and put the key back
+// there, with fencing also the counter.
+func clusterHealing(t *testing.T, m *members, fencing bool) {
+	key := "healed"
+	if fencing {
+		key = "healed-fenced"
+	}
+	c := m.newClient(redlock.Options{Fencing: fencing, NodeTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := c.TryAcquire(ctx, key, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	member := m.clusters[0].ClusterClient()
+	counter := redlock.FenceKey(member, key)
+	masterOf(t, m.clusters[0], key).Restart(redlocktest.NoPersistence)
+	// The restarted master answers CLUSTERDOWN for a moment, until it rejoins.
+	eventually(t, "the restarted master to answer, without the key and its counter", func() bool {
+		n, err := member.Exists(ctx, key, counter).Result()
+		return err == nil && n == 0
+	})
+	healed := func() bool {
+		if member.Get(ctx, key).Val() != lock.Token() {
+			return false
+		}
+		return !fencing || member.Get(ctx, counter).Val() == strconv.FormatUint(lock.Fence(), 10)
+	}
+	extends := 0
+	for !healed() {
+		extends++
+		if err := lock.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("Extend with two of three members holding the lock: %v", err)
+		}
+		lock.WaitForCalls()
+		if ctx.Err() != nil {
+			t.Fatal("the restarted master never got the key back")
+		}
+	}
+	t.Logf("healed by Extend number %d", extends)
+	if pttl := member.PTTL(ctx, key).Val(); pttl < 9*time.Second {
+		t.Fatalf("healed key's PTTL %v, want about 10 s", pttl)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
