@@ -17,7 +17,11 @@ import (
 // otherwise fence:{KEY} when KEY contains no "}" (the braces make KEY itself the hash
 // tag), and fence:{T}{KEY} for the remaining keys, where T is four characters of
 // "@A-O" chosen so that T hashes to KEY's slot. Different keys never get the same
-// counter name on a node. Do not use a counter's name as a lock key.
+// counter name on a node. Do not use a counter's name as a lock key. The name depends
+// on the kind of client: switching a member between a plain and a cluster client
+// (redis.NewFailoverClusterClient is one) renames the counters of keys without a tag,
+// which is like replacing the node (docs/safety.md: a new node first gets the highest
+// counter of the old set).
 func FenceKey(rdb redis.UniversalClient, key string) string {
 	return fenceKey(key, isCluster(rdb))
 }
@@ -25,7 +29,7 @@ func FenceKey(rdb redis.UniversalClient, key string) string {
 // fenceKey names the fencing counter of a lock key on a node that is a Redis Cluster
 // (cluster) or not. Names of the first kind end in ":fence", the others in "}", so
 // the kinds never meet; within each, the key can be read back from the name
-// (fence_test.go checks it), so two keys never share a counter.
+// (fencekey_test.go checks it), so two keys never share a counter.
 func fenceKey(key string, cluster bool) string {
 	name := key + ":fence"
 	if !cluster {
@@ -132,7 +136,7 @@ var tagBasis = func() (basis [14]uint16) {
 			p++
 		}
 		if p == len(rows) {
-			continue // cannot happen (rank 14); fence_test.go checks every slot
+			continue // cannot happen (rank 14); fencekey_test.go checks every slot
 		}
 		rows[k], rows[p] = rows[p], rows[k]
 		for i := range rows {
