@@ -137,7 +137,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
 		}
 		servers[server] = i
-		c.nodes[i] = node{name: name, rdb: rdb}
+		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb)}
 	}
 	for i := range c.nodes {
 		c.nodes[i].s = newSender(&c.nodes[i], c)
@@ -225,6 +225,13 @@ func (c *Client) enter() bool {
 // attempt's keys are released on every node that may have set them, after that node's
 // SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
 // until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
+//
+// An attempt in which a majority of nodes answered with an error that no retry can fix
+// (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
+// error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
+// *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
+// values. Other failures (timeouts, network errors, READONLY, LOADING, CLUSTERDOWN,
+// ...) are retried.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -243,7 +250,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return lock, err
 		}
 		took = qe.quorum
-		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 {
+		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 || qe.hopeless() {
 			return nil, qe
 		}
 		last, attempt = qe, 2
@@ -292,7 +299,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 				return nil, last
 			}
 			last = qe
-			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) {
+			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) || qe.hopeless() {
 				return nil, qe
 			}
 			if qe.Refused > 0 {
@@ -425,7 +432,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
 		return lock, qe, nil
 	}
-	keys := []string{key, fenceKey(key)}
+	keys := []string{key, fenceKey(key, false)} // Client.start renames the counter per node
 	fence, qe := c.proposal(ctx, key, keys)
 	if qe != nil {
 		return nil, qe, nil
@@ -708,7 +715,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
 	if l.fence > 0 {
-		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key)}, append(args, l.fence)
+		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key, false)}, append(args, l.fence)
 	}
 	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
 }
