@@ -43,8 +43,16 @@ type Client struct {
 // New returns a Client over the given go-redis clients, one per independent Redis
 // master (a plain, Sentinel-managed or Cluster client may each serve as one member).
 // The zero Options means every default. New rejects an empty list, a nil client, the
-// same client or the same server address twice (one server must not vote twice), and
-// invalid options. The caller keeps ownership of the clients: Close does not close them.
+// same client or the same server address twice (one server must not vote twice), a
+// client with ContextTimeoutEnabled (an error wrapping ErrNodeConfig), and invalid
+// options. The caller keeps ownership of the clients: Close does not close them.
+//
+// New accepts clients with go-redis's default retries (MaxRetries 3), which most
+// callers pass: every script stays safe when a command arrives twice or late, so
+// retries cost time and hide causes but not safety. CheckNodes reports them, and
+// MaxRetries: -1 is recommended. ContextTimeoutEnabled is refused because it breaks
+// an ordering rule: a call counts as finished only once go-redis has given up on it,
+// so that a lock's release is sent after its SET has really left the node's queue.
 func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
@@ -130,6 +138,9 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		name := nodeName(rdb, i)
 		if names != nil {
 			name = names[i]
+		}
+		if readClientSettings(rdb).contextTimeout {
+			return nil, fmt.Errorf("redlock: node %d (%s): %w: %s", i+1, name, ErrNodeConfig, whyNoContextTimeout)
 		}
 		server := nodeServer(rdb, name)
 		if j, dup := servers[server]; dup {
