@@ -42,17 +42,22 @@ type Client struct {
 
 // New returns a Client over the given go-redis clients, one per independent Redis
 // master (a plain, Sentinel-managed or Cluster client may each serve as one member).
-// The zero Options means every default. New rejects an empty list, a nil client, the
-// same client or the same server address twice (one server must not vote twice), a
-// client with ContextTimeoutEnabled (an error wrapping ErrNodeConfig), and invalid
-// options. The caller keeps ownership of the clients: Close does not close them.
+// The zero Options means every default. The caller keeps ownership of the clients:
+// Close does not close them. New rejects:
+//   - an empty list, a nil client, and invalid options;
+//   - the same client, or the same server, twice: one server must not vote twice.
+//     Addresses are compared after normalising IP literals (an IPv4-mapped IPv6
+//     address is the IPv4 address) and resolving host names, all at once and for at
+//     most half a second (a name that does not resolve in time stands for itself, so
+//     New works while DNS is down); unix sockets by path. CheckNodes finds the rest
+//     (a proxy, another interface of the same host) by the servers' run_id;
+//   - a client with ContextTimeoutEnabled, with an error wrapping ErrNodeConfig: it
+//     breaks an ordering rule, that a call counts as finished only once go-redis gave
+//     up on it, so that a lock's release is sent after its SET has really left.
 //
-// New accepts clients with go-redis's default retries (MaxRetries 3), which most
-// callers pass: every script stays safe when a command arrives twice or late, so
-// retries cost time and hide causes but not safety. CheckNodes reports them, and
-// MaxRetries: -1 is recommended. ContextTimeoutEnabled is refused because it breaks
-// an ordering rule: a call counts as finished only once go-redis has given up on it,
-// so that a lock's release is sent after its SET has really left the node's queue.
+// New accepts go-redis's default retries (MaxRetries 3), which most callers pass: the
+// scripts are written to stay safe when a command arrives twice or late, so retries
+// cost time and hide causes, not safety. CheckNodes reports them; set MaxRetries: -1.
 func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
@@ -125,7 +130,6 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 	}
 	c.queues.c = c
 	c.sendersQuit = make(chan struct{})
-	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
 			return nil, fmt.Errorf("redlock: node %d is nil", i+1)
@@ -142,12 +146,10 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		if readClientSettings(rdb).contextTimeout {
 			return nil, fmt.Errorf("redlock: node %d (%s): %w: %s", i+1, name, ErrNodeConfig, whyNoContextTimeout)
 		}
-		server := nodeServer(rdb, name)
-		if j, dup := servers[server]; dup {
-			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
-		}
-		servers[server] = i
 		c.nodes[i] = node{name: name, rdb: rdb}
+	}
+	if err := distinctServers(c.nodes); err != nil {
+		return nil, err
 	}
 	for i := range c.nodes {
 		c.nodes[i].s = newSender(&c.nodes[i], c)
