@@ -64,7 +64,9 @@ func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
-// redis.ParseURL accepts). Errors and node names show URLs with the password redacted.
+// redis.ParseURL accepts; write '@', ':', '/', '?', '#' and '%' in a password
+// percent-encoded). Errors and node names show URLs with the password redacted, and
+// no error quotes any part of it.
 // The clients do not retry failed commands (the next attempt is the retry; add
 // max_retries=N to a URL to override); Close closes them.
 func NewFromURLs(urls []string, opts Options) (*Client, error) {
@@ -76,20 +78,13 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err // url.Error prints the whole URL, password included
-			}
-			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d: %v", i+1, err)
-		}
-		ropts, err := redis.ParseURL(raw)
+		name := redactURL(raw)
+		ropts, err := parseNodeURL(raw)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d (%s): %v", i+1, u.Redacted(), err)
+			return nil, fmt.Errorf("redlock: node URL %d (%s): %w", i+1, name, err)
 		}
+		u, _ := url.Parse(raw) // parsed above
 		// ContextTimeoutEnabled stays off on purpose: a call abandoned at a context
 		// deadline may still execute later (its bytes wait in a stalled server's
 		// socket), so its done channel would no longer mean "no longer in flight", and
@@ -103,7 +98,7 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		// than a node timeout, and a release to that node would wait behind it.
 		ropts.DialerRetries = 1
 		rdbs = append(rdbs, redis.NewClient(ropts))
-		names = append(names, u.Redacted())
+		names = append(names, name)
 	}
 	c, err := newClient(rdbs, names, opts)
 	if err != nil {
