@@ -16,46 +16,75 @@ import (
 // redacted stands in for a password.
 const redacted = "xxxxx"
 
-// redactURL returns raw with its password replaced by "xxxxx": the text between the
-// first ':' of the user info and the last '@' after the scheme (every '@' of a
-// password that was not percent-encoded included), a port that is not a number when
-// there is no '@', and the values of query parameters whose names suggest a secret. It
-// works on the text, so it also redacts what does not parse.
+// redactURL returns raw with its password replaced by "xxxxx", wherever a parser could
+// find it. It works on the text, so it also redacts what does not parse, and it
+// redacts the union of what two readings call secret:
+//   - the text between the first ':' of the user info and the last '@' after the
+//     scheme (every '@' of a password that was not percent-encoded included), or,
+//     when there is no '@', what may be a password where the port goes (secretPort);
+//   - the URL's own structure: the password of the user info inside the host part
+//     (which ends at the first '/', '?' or '#'), and the value of the first query
+//     parameter whose name suggests a secret, with everything after it (an '&', '@'
+//     or '#' in the secret would make the rest of it look like something else).
 func redactURL(raw string) string {
-	prefix, rest := "", raw
+	secret := make([]bool, len(raw))
+	mark := func(from, to int) {
+		for i := from; i < to; i++ {
+			secret[i] = true
+		}
+	}
+	start := 0 // where the text after the scheme begins
 	if i := strings.Index(raw, "://"); i > 0 && isScheme(raw[:i]) {
-		prefix, rest = raw[:i+3], raw[i+3:]
+		start = i + 3
 	}
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		user := rest[:at]
-		if colon := strings.IndexByte(user, ':'); colon >= 0 {
-			user = user[:colon+1] + redacted
+	rest := raw[start:]
+
+	// By the last '@'.
+	at := strings.LastIndexByte(rest, '@')
+	if at >= 0 {
+		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
+			mark(start+colon+1, start+at)
 		}
-		prefix, rest = prefix+user+"@", rest[at+1:]
-	} else {
-		rest = redactPort(rest)
+	} else if from, ok := secretPort(rest); ok {
+		mark(start+from, len(raw))
 	}
-	base, query, ok := strings.Cut(rest, "?")
-	if !ok {
-		return prefix + rest
+	// By the URL's structure.
+	hostEnd := strings.IndexAny(rest, "/?#")
+	if hostEnd < 0 {
+		hostEnd = len(rest)
 	}
-	query, fragment, hasFragment := strings.Cut(query, "#")
-	params := strings.Split(query, "&")
-	for i, p := range params {
-		if name, _, ok := strings.Cut(p, "="); ok && secretParam(name) {
-			params[i] = name + "=" + redacted
+	if at := strings.LastIndexByte(rest[:hostEnd], '@'); at >= 0 {
+		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
+			mark(start+colon+1, start+at)
 		}
 	}
-	out := prefix + base + "?" + strings.Join(params, "&")
-	if hasFragment {
-		out += "#" + fragment
+	for _, from := range []int{0, at + 1} { // the query as either reading finds it
+		if q := strings.IndexByte(rest[from:], '?'); q >= 0 {
+			if v, ok := secretValue(rest[from+q+1:]); ok {
+				mark(start+from+q+1+v, len(raw))
+			}
+		}
 	}
-	return out
+
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		if !secret[i] {
+			b.WriteByte(raw[i])
+			continue
+		}
+		b.WriteString(redacted)
+		for i+1 < len(raw) && secret[i+1] {
+			i++
+		}
+	}
+	return b.String()
 }
 
-// redactPort redacts the port of a URL's host part (rest starts with it) unless it is
-// a number: without an '@', "redis://:secret" reads the password as the port.
-func redactPort(rest string) string {
+// secretPort returns where the port of a URL without user info begins (rest starts
+// with its host part) if it may be a password: the host is empty ("redis://:secret")
+// or the port is not a number ("redis://user:secret", the host forgotten). A password
+// there may go on with '/', '?' or '#', so all the rest is secret.
+func secretPort(rest string) (int, bool) {
 	end := strings.IndexAny(rest, "/?#")
 	if end < 0 {
 		end = len(rest)
@@ -68,14 +97,23 @@ func redactPort(rest string) string {
 			colon = i + 1
 		}
 	}
-	if colon < 0 {
-		return rest
+	if colon < 0 || colon > 0 && strings.Trim(host[colon+1:], "0123456789") == "" {
+		return 0, false
 	}
-	port := host[colon+1:]
-	if strings.Trim(port, "0123456789") == "" {
-		return rest
+	return colon + 1, true
+}
+
+// secretValue returns where, in a query, the value of the first parameter whose name
+// suggests a secret begins.
+func secretValue(query string) (int, bool) {
+	pos := 0
+	for p := range strings.SplitSeq(query, "&") {
+		if name, _, ok := strings.Cut(p, "="); ok && secretParam(name) {
+			return pos + len(name) + 1, true
+		}
+		pos += len(p) + 1
 	}
-	return host[:colon+1] + redacted + rest[end:]
+	return 0, false
 }
 
 // isScheme reports whether s is a URL scheme: a letter, then letters, digits, '+',
