@@ -111,7 +111,7 @@ func readClientSettings(rdb redis.UniversalClient) clientSettings {
 
 // Why the client settings matter; CheckNodes and New say it in these words.
 const (
-	whyNoRetries = "go-redis MaxRetries is on (3 by default): a command whose reply was lost " +
+	whyNoRetries = "go-redis MaxRetries is on (plain, Sentinel and Ring clients default to 3): a command whose reply was lost " +
 		"is sent again, so the node runs it twice, and READONLY, LOADING and network errors " +
 		"are retried with back-off, which turns them into node timeouts and holds up the " +
 		"lock's next call to the node; set MaxRetries: -1 (the next attempt is the retry)"
