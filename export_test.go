@@ -50,3 +50,11 @@ func (c *Client) Offered(key string) bool {
 	kq := c.queues.keys[key]
 	return kq != nil && kq.offer != nil
 }
+
+// SetLinger sets how long a key whose last waiter left stays subscribed (5 s by
+// default), so that tests need not wait that long to see it dropped.
+func (c *Client) SetLinger(d time.Duration) {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	c.queues.linger = d
+}

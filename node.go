@@ -128,12 +128,3 @@ func nodeName(rdb redis.UniversalClient, index int) string {
 	}
 	return fmt.Sprintf("node %d", index+1)
 }
-
-// nodeServer returns what identifies the server behind a client, so that one server is
-// never counted twice in a quorum: the address without the database number.
-func nodeServer(rdb redis.UniversalClient, name string) string {
-	if c, ok := rdb.(*redis.Client); ok && c.Options().Addr != "FailoverClient" {
-		return c.Options().Addr
-	}
-	return name
-}

@@ -43,16 +43,31 @@ type Client struct {
 
 // New returns a Client over the given go-redis clients, one per independent Redis
 // master (a plain, Sentinel-managed or Cluster client may each serve as one member).
-// The zero Options means every default. New rejects an empty list, a nil client, the
-// same client or the same server address twice (one server must not vote twice), and
-// invalid options. The caller keeps ownership of the clients: Close does not close them.
+// The zero Options means every default. The caller keeps ownership of the clients:
+// Close does not close them. New rejects:
+//   - an empty list, a nil client, and invalid options;
+//   - the same client, or the same server, twice: one server must not vote twice.
+//     Addresses are compared after normalising IP literals (an IPv4-mapped IPv6
+//     address is the IPv4 address) and resolving host names, all at once and for at
+//     most half a second (a name that does not resolve in time stands for itself, so
+//     New works while DNS is down); unix sockets by path. CheckNodes finds the rest
+//     (a proxy, another interface of the same host) by the servers' run_id;
+//   - a client with ContextTimeoutEnabled, with an error wrapping ErrNodeConfig: it
+//     breaks an ordering rule, that a call counts as finished only once go-redis gave
+//     up on it, so that a lock's release is sent after its SET has really left.
+//
+// New accepts go-redis's default retries (MaxRetries 3), which most callers pass: the
+// scripts are written to stay safe when a command arrives twice or late, so retries
+// cost time and hide causes, not safety. CheckNodes reports them; set MaxRetries: -1.
 func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
 
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
-// redis.ParseURL accepts). Errors and node names show URLs with the password redacted.
+// redis.ParseURL accepts; write '@', ':', '/', '?', '#' and '%' in a password
+// percent-encoded). Errors and node names show URLs with the password redacted, and
+// no error quotes any part of it.
 // The clients do not retry failed commands (the next attempt is the retry; add
 // max_retries=N to a URL to override); Close closes them.
 func NewFromURLs(urls []string, opts Options) (*Client, error) {
@@ -64,20 +79,13 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err // url.Error prints the whole URL, password included
-			}
-			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d: %v", i+1, err)
-		}
-		ropts, err := redis.ParseURL(raw)
+		name := redactURL(raw)
+		ropts, err := parseNodeURL(raw)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d (%s): %v", i+1, u.Redacted(), err)
+			return nil, fmt.Errorf("redlock: node URL %d (%s): %w", i+1, name, err)
 		}
+		u, _ := url.Parse(raw) // parsed above
 		// ContextTimeoutEnabled stays off on purpose: a call abandoned at a context
 		// deadline may still execute later (its bytes wait in a stalled server's
 		// socket), so its done channel would no longer mean "no longer in flight", and
@@ -91,7 +99,7 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		// than a node timeout, and a release to that node would wait behind it.
 		ropts.DialerRetries = 1
 		rdbs = append(rdbs, redis.NewClient(ropts))
-		names = append(names, u.Redacted())
+		names = append(names, name)
 	}
 	c, err := newClient(rdbs, names, opts)
 	if err != nil {
@@ -118,7 +126,6 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 	}
 	c.queues.c = c
 	c.sendersQuit = make(chan struct{})
-	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
 			return nil, fmt.Errorf("redlock: node %d is nil", i+1)
@@ -132,12 +139,13 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		if names != nil {
 			name = names[i]
 		}
-		server := nodeServer(rdb, name)
-		if j, dup := servers[server]; dup {
-			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
+		if readClientSettings(rdb).contextTimeout {
+			return nil, fmt.Errorf("redlock: node %d (%s): %w: %s", i+1, name, ErrNodeConfig, whyNoContextTimeout)
 		}
-		servers[server] = i
 		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb)}
+	}
+	if err := distinctServers(c.nodes); err != nil {
+		return nil, err
 	}
 	for i := range c.nodes {
 		c.nodes[i].s = newSender(&c.nodes[i], c)
