@@ -16,6 +16,12 @@ import (
 // redacted stands in for a password.
 const redacted = "xxxxx"
 
+// RedactURL returns a node URL with its password replaced by "xxxxx", wherever a parser
+// could find one, also in a URL that does not parse: the form in which NewFromURLs
+// shows URLs in errors and node names. A program that prints or logs node URLs, or the
+// errors of parsing them, should print this form only.
+func RedactURL(raw string) string { return redactURL(raw) }
+
 // redactURL returns raw with its password replaced by "xxxxx", wherever a parser could
 // find it. It works on the text, so it also redacts what does not parse, and it
 // redacts the union of what two readings call secret:

@@ -57,15 +57,16 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 	seen := make(map[string]int, len(urls))
 	anyTLS := false
 	for i, raw := range urls {
+		// Parsers quote what they could not parse, parts of a password included: every
+		// message below shows the redacted URL, and a cause found by parsing that.
+		name := redlock.RedactURL(raw)
 		u, err := url.Parse(raw)
 		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err // url.Error repeats the whole URL, password included
-			}
-			return nil, usagef("node %d: not a URL: %v", i+1, err)
+			return nil, usagef("node %d (%s): not a URL: %v", i+1, name, safeCause(name, func(s string) error {
+				_, err := url.Parse(s)
+				return err
+			}))
 		}
-		name := u.Redacted()
 		scheme, cluster := strings.CutSuffix(u.Scheme, "+cluster")
 		if scheme != "redis" && scheme != "rediss" {
 			return nil, usagef("node %d (%s): scheme must be redis://, rediss://, redis+cluster:// or rediss+cluster://", i+1, name)
@@ -84,9 +85,13 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 			if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
 				return nil, usagef("node %d (%s): a Redis Cluster has only database 0", i+1, name)
 			}
+			parse := func(s string) error {
+				_, err := redis.ParseClusterURL(scheme + s[len(u.Scheme):])
+				return err
+			}
 			opts, err := redis.ParseClusterURL(scheme + raw[len(u.Scheme):])
 			if err != nil {
-				return nil, usagef("node %d (%s): %v", i+1, name, urlCause(err))
+				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, parse))
 			}
 			if !ownRetries {
 				opts.MaxRetries = -1
@@ -96,7 +101,10 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 		} else {
 			opts, err := redis.ParseURL(raw)
 			if err != nil {
-				return nil, usagef("node %d (%s): %v", i+1, name, urlCause(err))
+				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, func(s string) error {
+					_, err := redis.ParseURL(s)
+					return err
+				}))
 			}
 			if !ownRetries {
 				opts.MaxRetries = -1
@@ -258,9 +266,14 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// urlCause returns a URL parsing error without the url.Error wrapper, which repeats the
-// whole URL, password included.
-func urlCause(err error) error {
+// safeCause returns why a node URL does not parse without quoting its password: parse's
+// error for the redacted URL (without the url.Error wrapper, which repeats the whole
+// URL), or, when the redacted URL parses, that the password is at fault.
+func safeCause(redacted string, parse func(string) error) error {
+	err := parse(redacted)
+	if err == nil {
+		return errors.New("the password does not parse as part of a URL: percent-encode its special characters")
+	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		return uerr.Err

@@ -34,7 +34,7 @@ func TestUsage(t *testing.T) {
 		{"cluster db", nil, []string{"status", "--nodes", "redis+cluster://h:1/2", "k"}, 2, "node 1 (redis+cluster://h:1/2): a Redis Cluster has only database 0"},
 		{"cluster bad seed", nil, []string{"status", "--nodes", "redis+cluster://h:1?addr=h", "k"}, 2, "unable to parse addr param: h"},
 		{"cluster seed twice", nil, []string{"status", "--nodes", "redis+cluster://h:1?addr=h:2,redis://h:2", "k"}, 2, "node 2 (redis://h:2) is the same server as node 1"},
-		{"bad port", nil, []string{"exec", "--nodes", "redis://h:port", "--key", "k", "--", "true"}, 2, "node 1: not a URL"},
+		{"bad port", nil, []string{"exec", "--nodes", "redis://h:port", "--key", "k", "--", "true"}, 2, "node 1 (redis://h:xxxxx): not a URL"},
 		{"bad db", nil, []string{"exec", "--nodes", "redis://h:1/x", "--key", "k", "--", "true"}, 2, "invalid database number"},
 		{"duplicate node", nil, []string{"exec", "--nodes", nodes + ",redis://127.0.0.1:2/3", "--key", "k", "--", "true"}, 2, "node 4 (redis://127.0.0.1:2/3) is the same server as node 2"},
 		{"ttl below drift", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--ttl", "2ms", "--", "true"}, 2, "drift allowance alone is 2.02ms"},
