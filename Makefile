@@ -52,7 +52,7 @@ stress: deps
 # redis-server (FuzzKeysAndTTLs uses in-process nodes).
 .PHONY: fuzz
 FUZZTIME ?= 10s
-FUZZTARGETS ?= FuzzNewFromURLs FuzzJudge FuzzKeysAndTTLs
+FUZZTARGETS ?= FuzzNewFromURLs FuzzJudge FuzzKeysAndTTLs FuzzFenceKey
 fuzz: SHELL := /bin/bash
 fuzz:
 	@summary=""; \
