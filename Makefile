@@ -67,3 +67,25 @@ soak: deps
 MUTANT_BUDGET ?= 90s
 mutants: deps
 	cd nemesis && go run ./cmd/mutants -budget $(MUTANT_BUDGET)
+
+# Fuzzing: each fuzz target of the root package for FUZZTIME, one after another (go
+# test takes one -fuzz target per run), then how many inputs each one executed. A
+# failing input is written to testdata/fuzz/<target>/ and stops the run. Needs no
+# redis-server (FuzzKeysAndTTLs uses in-process nodes).
+.PHONY: fuzz
+FUZZTIME ?= 10s
+FUZZTARGETS ?= FuzzNewFromURLs FuzzJudge FuzzKeysAndTTLs FuzzFenceKey
+fuzz: SHELL := /bin/bash
+fuzz:
+	@summary=""; \
+	for target in $(FUZZTARGETS); do \
+		echo "== $$target for $(FUZZTIME)"; \
+		log=$$(mktemp); \
+		go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s . 2>&1 | tee $$log; \
+		status=$${PIPESTATUS[0]}; \
+		execs=$$(grep -o 'execs: [0-9]*' $$log | tail -1 | cut -d' ' -f2); \
+		rm -f $$log; \
+		summary+="$$(printf '%-18s %12s executions' $$target "$${execs:-0}")"$$'\n'; \
+		if [ $$status -ne 0 ]; then printf '\n%s' "$$summary"; exit $$status; fi; \
+	done; \
+	printf '\nfuzzed %s each:\n%s' "$(FUZZTIME)" "$$summary"

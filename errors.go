@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
 )
 
 // Sentinel errors, matched with errors.Is. Every error the package returns for a failed
@@ -23,9 +24,9 @@ var (
 	// reachable with errors.As as *NodeError values.
 	ErrUnavailable = errors.New("redlock: quorum unavailable")
 
-	// ErrLockLost means a lock is no longer held: its validity ran out, it was already
-	// released, or Extend or Release found fewer than a majority of nodes still holding
-	// its token.
+	// ErrLockLost means a lock is known to be no longer held: its validity ran out, it
+	// was already released, a loss was proven earlier, Extend found its token gone from
+	// too many nodes, or Release found another token holding the key on too many nodes.
 	ErrLockLost = errors.New("redlock: lock lost")
 
 	// ErrNodeTimeout is the cause recorded for a node that did not reply within
@@ -63,7 +64,7 @@ type QuorumError struct {
 	Nodes   int    // how many nodes the client has
 	Needed  int    // the majority: Nodes/2 + 1
 	Agreed  int    // nodes that did what was asked
-	Refused int    // nodes that said no: held elsewhere, fencing token refused, or ours gone
+	Refused int    // nodes that said no: held elsewhere, fencing token refused, or (extend) ours gone
 	Failed  int    // nodes that returned an error or did not reply in time
 
 	// Late reports that the validity had run out: for acquire and extend, a majority
@@ -110,6 +111,54 @@ func (e *QuorumError) Unwrap() []error {
 		errs = append(errs, e.Errors)
 	}
 	return errs
+}
+
+// hopeless reports whether a majority of the nodes failed with a reply that no retry
+// can fix (permanent): Acquire then stops at once instead of retrying until its
+// context ends.
+func (e *QuorumError) hopeless() bool {
+	if e.Errors == nil {
+		return false
+	}
+	n := 0
+	for _, err := range e.Errors.Errors {
+		var ne *NodeError
+		if errors.As(err, &ne) && permanent(ne.Err) {
+			n++
+		}
+	}
+	return n >= e.Needed
+}
+
+// permanentReplies are the beginnings of the error replies that no retry can fix:
+// someone must first change the node's settings or the data under the key.
+var permanentReplies = []string{
+	"CROSSSLOT",                  // a script's keys in two slots of a Cluster
+	"NOPERM",                     // an ACL user without the right to run scripts or touch the key
+	"NOAUTH",                     // a password is required
+	"WRONGPASS",                  // wrong user name or password
+	"WRONGTYPE",                  // the key (or its fencing counter) holds another type
+	"ERR unknown command",        // EVALSHA or EVAL renamed away, or a proxy without them
+	"ERR user_script:",           // a script's run-time error (Redis 7)
+	"ERR Error running script",   // the same before Redis 7
+	"ERR Error compiling script", // a script the server cannot compile
+}
+
+// permanent reports whether err is an error reply that no retry can fix. Network
+// errors, timeouts and replies such as READONLY, LOADING, BUSY, OOM, MOVED or
+// CLUSTERDOWN pass with time or a failover, and are not permanent.
+func permanent(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	for _, p := range permanentReplies {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // joinNodeErrors formats per-node errors on one line: "node a: x; node b: y".

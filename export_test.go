@@ -1,5 +1,11 @@
 package redlock
 
+import "time"
+
+// LoseAt records a loss at at, as KeepAlive does when it finds that the machine was
+// suspended (clockGap): Until reports no later time from then on.
+func (l *Lock) LoseAt(at time.Time) { l.lose(at) }
+
 // WaitForCalls blocks until every node call this lock has started has returned. Tests
 // use it to inspect the nodes after a step that decided on a majority early.
 func (l *Lock) WaitForCalls() {
@@ -43,4 +49,12 @@ func (c *Client) Offered(key string) bool {
 	defer c.queues.mu.Unlock()
 	kq := c.queues.keys[key]
 	return kq != nil && kq.offer != nil
+}
+
+// SetLinger sets how long a key whose last waiter left stays subscribed (5 s by
+// default), so that tests need not wait that long to see it dropped.
+func (c *Client) SetLinger(d time.Duration) {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	c.queues.linger = d
 }

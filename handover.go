@@ -49,12 +49,16 @@ type queues struct {
 	listeners []*listener // one per node, made at the first subscription
 	wg        sync.WaitGroup
 	closed    bool
-	swept     time.Time // when idle keys were last looked for
+
+	// sweeper drops lingering keys (sweepLater); armed while a key lingers, else nil.
+	sweeper *time.Timer
+	linger  time.Duration // how long an idle key stays subscribed; 0 means linger
 }
 
 // A key whose queue emptied keeps its subscription for linger, so a client that takes
 // the same contended lock again and again is not subscribing and unsubscribing all the
-// time (and missing the announcements in between).
+// time (and missing the announcements in between). A timer drops it after that, also
+// when no other Acquire comes: the subscription is gone within linger + linger/4.
 const linger = 5 * time.Second
 
 // keyQueue is the state of one key that has blocking Acquire calls waiting in this
@@ -161,10 +165,6 @@ func (q *queues) join(key string) *ticket {
 		q.keys[key] = kq
 	}
 	kq.idle = time.Time{}
-	if now := time.Now(); now.Sub(q.swept) >= linger {
-		q.swept = now
-		q.sweep(now)
-	}
 	t := &ticket{q: q, key: key, kq: kq, turn: make(chan struct{})}
 	if len(kq.queue) == 0 {
 		close(t.turn)
@@ -209,32 +209,81 @@ func (t *ticket) leave() {
 	if len(kq.queue) > 0 {
 		return
 	}
-	now := time.Now()
 	if kq.subscribed {
-		kq.idle = now
+		kq.idle = time.Now()
+		q.schedule(q.lingering())
 	} else {
 		delete(q.keys, t.key)
 	}
-	if now.Sub(q.swept) >= linger {
-		q.swept = now
-		q.sweep(now)
+}
+
+// lingering returns how long an idle key stays subscribed.
+func (q *queues) lingering() time.Duration {
+	if q.linger > 0 {
+		return q.linger
+	}
+	return linger
+}
+
+// schedule arms the sweeper to run after d, unless it is armed already (then it runs
+// sooner: every key that became idle before this one lingers out earlier) or the
+// Client is closed. Callers hold q.mu.
+func (q *queues) schedule(d time.Duration) {
+	if q.sweeper != nil || q.closed {
+		return
+	}
+	q.wg.Add(1) // done by sweepLater, or by close if it stops the timer first
+	q.sweeper = time.AfterFunc(d, q.sweepLater)
+}
+
+// sweepLater drops the keys that lingered out, and arms the sweeper again while others
+// linger: at the end of the earliest one's linger, but at least linger/4 from now, so
+// that keys going idle one after another cost a few sweeps per linger, not one each.
+func (q *queues) sweepLater() {
+	defer q.wg.Done()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sweeper = nil
+	if q.closed {
+		return
+	}
+	if next, ok := q.sweep(time.Now()); ok {
+		q.schedule(max(next, q.lingering()/4))
 	}
 }
 
-// sweep drops the keys that have been idle for linger, and their subscriptions.
+// sweep drops the keys that have been idle for linger, and their subscriptions. It
+// returns how long until the next idle key lingers out, and whether there is one.
 // Callers hold q.mu.
-func (q *queues) sweep(now time.Time) {
+func (q *queues) sweep(now time.Time) (next time.Duration, lingering bool) {
+	d := q.lingering()
 	dropped := false
 	for key, kq := range q.keys {
-		if !kq.idle.IsZero() && now.Sub(kq.idle) >= linger {
+		if kq.idle.IsZero() {
+			continue
+		}
+		left := d - now.Sub(kq.idle)
+		if left <= 0 {
 			delete(q.keys, key)
 			delete(q.chans, releaseChannel(key))
 			dropped = true
+			continue
 		}
+		if !lingering || left < next {
+			next, lingering = left, true
+		}
+	}
+	// A map keeps the memory of its largest size: let go of emptied ones.
+	if len(q.keys) == 0 {
+		q.keys = nil
+	}
+	if len(q.chans) == 0 {
+		q.chans = nil
 	}
 	if dropped {
 		q.changed()
 	}
+	return next, lingering
 }
 
 // woken returns the channel that is closed at the next sign that the lock may be free,
@@ -322,12 +371,15 @@ func (q *queues) granted(l *Lock) {
 	}
 	q.held[l.key] = l
 	if len(q.held) > 2*q.heldPruned {
+		// Into a new map: the old one would keep the memory of its largest size.
 		now := time.Now()
+		live := make(map[string]*Lock, len(q.held))
 		for key, h := range q.held {
-			if !now.Before(h.validUntil()) {
-				delete(q.held, key)
+			if now.Before(h.validUntil()) {
+				live[key] = h
 			}
 		}
+		q.held = live
 		q.heldPruned = max(len(q.held), 64)
 	}
 }
@@ -500,6 +552,9 @@ func (q *queues) follow(ls *listener) {
 			for _, ch := range drop {
 				delete(have, ch)
 			}
+			if len(have) == 0 {
+				have = make(map[string]bool) // let go of the emptied map's memory
+			}
 		}
 	}
 }
@@ -525,6 +580,10 @@ func (q *queues) listening(chans []string) {
 func (q *queues) close() {
 	q.mu.Lock()
 	q.closed = true
+	if q.sweeper != nil && q.sweeper.Stop() {
+		q.wg.Done() // its sweepLater will not run
+	}
+	q.sweeper = nil
 	listeners := q.listeners
 	q.mu.Unlock()
 	for _, ls := range listeners {

@@ -2,8 +2,11 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -604,5 +607,90 @@ func TestLostRaceRetriedOncePerWakeUp(t *testing.T) {
 	cancel()
 	if r := <-results; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("got %v, want the waiter to give up with context.Canceled", r.err)
+	}
+}
+
+// failScript is a go-redis hook that, while armed, answers calls of one script with an
+// error without sending them, as a connection reset before the write would.
+type failScript struct {
+	armed  atomic.Bool
+	sha    string
+	source string
+}
+
+func (*failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if f.fails(cmd) {
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (f *failScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		kept := cmds[:0:0]
+		for _, cmd := range cmds {
+			if !f.fails(cmd) {
+				kept = append(kept, cmd)
+			}
+		}
+		if len(kept) == 0 {
+			return cmds[0].Err()
+		}
+		return next(ctx, kept)
+	}
+}
+
+// fails marks cmd failed if it is an armed call of the script.
+func (f *failScript) fails(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if !f.armed.Load() || len(args) < 2 || (args[1] != f.sha && args[1] != f.source) {
+		return false
+	}
+	cmd.SetErr(errors.New("injected: connection reset"))
+	return true
+}
+
+// TestHandOffReleasesWhereItFailed: a hand-over that succeeds on a majority while its
+// call to one node fails leaves our token there; it is released there at once, so that
+// node is not blocked until the old lock's TTL ends.
+func TestHandOffReleasesWhereItFailed(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	src, err := os.ReadFile("scripts/handoff.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha1.Sum(src)
+	fail := &failScript{sha: hex.EncodeToString(sum[:]), source: string(src)}
+	rdbs := redistest.Clients(servers)
+	rdbs[2].AddHook(fail)
+	client, err := redlock.New(rdbs, noPolling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c := &cluster{t: t, servers: servers, client: client}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	ctx := t.Context()
+	holder, err := client.Acquire(ctx, "partial", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, client, "partial", time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return client.Offered("partial") })
+	holder.WaitForCalls()
+	fail.armed.Store(true)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := wantResult(t, "the waiter", waiter).lock
+	eventually(t, "the old token released on node 3", func() bool {
+		return strings.Join(c.values("partial"), ",") == next.Token()+","+next.Token()+","
+	})
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -377,3 +377,39 @@ func TestReleaseAfterAnEarlierCopy(t *testing.T) {
 		t.Fatalf("Release after its copy deleted the key: %v", err)
 	}
 }
+
+// TestUntilStaysBackAfterALossInFlight: a loss recorded while an Extend is out (as
+// KeepAlive records a suspension it detects) sticks: the Extend that then succeeds
+// must not move Until past the loss, and it reports the lock lost.
+func TestUntilStaysBackAfterALossInFlight(t *testing.T) {
+	c, gate, others := gatedCluster(t)
+	ctx := t.Context()
+	lock, err := c.client.TryAcquire(ctx, "suspended", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	gate.armed.Store(true)
+	others.armed.Store(true)
+	extended := make(chan error, 1)
+	go func() { extended <- lock.Extend(ctx, time.Minute) }()
+	waitHeld(t, gate)
+	waitHeld(t, others)
+	waitHeld(t, others)
+	gate.armed.Store(false)
+	others.armed.Store(false)
+	lostAt := time.Now()
+	lock.LoseAt(lostAt)
+	gate.release()
+	others.release()
+	if err := <-extended; !errors.Is(err, redlock.ErrLockLost) {
+		t.Errorf("Extend that ran across the loss: %v, want ErrLockLost", err)
+	}
+	if u := lock.Until(); u.After(lostAt) {
+		t.Errorf("Until moved %v past the loss", u.Sub(lostAt))
+	}
+	if err := lock.Extend(ctx, time.Minute); !errors.Is(err, redlock.ErrLockLost) {
+		t.Errorf("Extend after the loss: %v, want ErrLockLost", err)
+	}
+	_ = lock.Release(ctx)
+}

@@ -38,6 +38,12 @@ type step struct {
 	judge  func(v int64) outcome
 }
 
+// counted reports whether the step's KEYS[2] is the fencing counter of KEYS[1], whose
+// name depends on the node (fenceKey): Client.start then gives each node its own.
+func (st step) counted() bool {
+	return st.script == stepFenceRead.script || st.script == stepFencedAcquire.script
+}
+
 // yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).
 func yesOrNo(v int64) outcome {
 	switch v {
@@ -96,9 +102,10 @@ const (
 // node is one member of the quorum: an independent Redis master (or a Sentinel- or
 // Cluster-managed client that plays that role) and the name errors show for it.
 type node struct {
-	name string
-	rdb  redis.UniversalClient
-	s    *sender // queues and sends the calls to this node (sender.go)
+	name    string
+	rdb     redis.UniversalClient
+	s       *sender // queues and sends the calls to this node (sender.go)
+	cluster bool    // rdb is a Redis Cluster client: a fencing counter needs KEY's slot
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a
@@ -120,13 +127,4 @@ func nodeName(rdb redis.UniversalClient, index int) string {
 		return fmt.Sprintf("ring node %d", index+1)
 	}
 	return fmt.Sprintf("node %d", index+1)
-}
-
-// nodeServer returns what identifies the server behind a client, so that one server is
-// never counted twice in a quorum: the address without the database number.
-func nodeServer(rdb redis.UniversalClient, name string) string {
-	if c, ok := rdb.(*redis.Client); ok && c.Options().Addr != "FailoverClient" {
-		return c.Options().Addr
-	}
-	return name
 }

@@ -5,20 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrNodeConfig means a node runs with a setting that breaks an assumption of the
 // lock's guarantees (see CheckNodes).
 var ErrNodeConfig = errors.New("redlock: node setting breaks a safety assumption")
 
-// CheckNodes asks every node for the settings the guarantees depend on and returns an
-// error wrapping ErrNodeConfig, with one *NodeError per node that does not comply:
+// CheckNodes looks at the settings the guarantees depend on and returns an error
+// wrapping ErrNodeConfig, with one *NodeError per node that does not comply (each says
+// what to set and why):
 //   - maxmemory-policy must be noeviction: any other policy may evict a held lock key
 //     (every lock key has a TTL, so even volatile-* policies pick them);
 //   - with Options.Fencing, appendonly yes and appendfsync always: a node that restarts
-//     without its fencing counter can hand out a token twice.
+//     without its fencing counter can hand out a token twice;
+//   - no two members may be one server (the same run_id in INFO server, also under
+//     different addresses): it would vote twice;
+//   - the go-redis client of the node, read from the client object without a round
+//     trip (plain, Sentinel-managed, Cluster and Ring clients, and types that embed
+//     them): MaxRetries must be off (-1), and ContextTimeoutEnabled off (see New).
 //
 // A node that cannot answer (down, or CONFIG not allowed by its ACL or by a managed
 // service) is reported with that error instead; check its settings by other means.
@@ -31,23 +39,151 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 		want["appendfsync"] = "always"
 	}
 	var errs *multierror.Error
-	for _, n := range c.nodes {
-		var wrong []string
+	ids := make([][]string, len(c.nodes)) // each node's servers' run_id
+	for i, n := range c.nodes {
+		wrong := clientProblems(n.rdb)
+		answered := true
 		for name, value := range want {
 			got, err := n.rdb.ConfigGet(ctx, name).Result()
 			if err != nil {
 				errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("CONFIG GET %s: %w", name, err)})
-				wrong = nil
+				answered = false
 				break
 			}
 			if got[name] != value {
 				wrong = append(wrong, fmt.Sprintf("%s is %q, want %q", name, got[name], value))
 			}
 		}
+		var err error
+		if ids[i], err = runIDs(ctx, n.rdb); err != nil && answered {
+			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("INFO server: %w", err)})
+		}
 		if len(wrong) > 0 {
-			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s", ErrNodeConfig, strings.Join(wrong, ", "))})
+			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s", ErrNodeConfig, strings.Join(wrong, "; "))})
+		}
+	}
+	seen := make(map[string]int) // run_id → the first node that has it
+	for i, nodeIDs := range ids {
+		for _, id := range nodeIDs {
+			j, dup := seen[id]
+			if !dup {
+				seen[id] = i
+				continue
+			}
+			if j == i {
+				continue // one Cluster or Ring member reached the same server twice
+			}
+			errs = multierror.Append(errs, &NodeError{Node: c.nodes[i].name, Err: fmt.Errorf(
+				"%w: the same server (run_id %s) as node %d (%s): one server must not vote twice",
+				ErrNodeConfig, id, j+1, c.nodes[j].name)})
+			break
 		}
 	}
 	finish(&errs)
 	return errs.ErrorOrNil()
+}
+
+// clientSettings is what the library depends on in a node's go-redis client.
+type clientSettings struct {
+	known          bool // the client's type exposes its options
+	retries        bool // it re-sends a command after an error (MaxRetries above 0)
+	contextTimeout bool // ContextTimeoutEnabled
+}
+
+// readClientSettings reads the settings from the client object: *redis.Client (plain
+// or Sentinel-managed), *redis.ClusterClient and *redis.Ring, and any type that embeds
+// one of them. The options hold the values after go-redis applied its defaults:
+// MaxRetries 0 means off for a plain client or a Ring (-1 given), -1 for a Cluster.
+func readClientSettings(rdb redis.UniversalClient) clientSettings {
+	switch c := rdb.(type) {
+	case interface{ Options() *redis.Options }:
+		o := c.Options()
+		return clientSettings{known: true, retries: o.MaxRetries > 0, contextTimeout: o.ContextTimeoutEnabled}
+	case interface{ Options() *redis.ClusterOptions }:
+		o := c.Options()
+		return clientSettings{known: true, retries: o.MaxRetries > 0, contextTimeout: o.ContextTimeoutEnabled}
+	case interface{ Options() *redis.RingOptions }:
+		o := c.Options()
+		return clientSettings{known: true, retries: o.MaxRetries > 0, contextTimeout: o.ContextTimeoutEnabled}
+	}
+	return clientSettings{}
+}
+
+// Why the client settings matter; CheckNodes and New say it in these words.
+const (
+	whyNoRetries = "go-redis MaxRetries is on (plain, Sentinel and Ring clients default to 3): a command whose reply was lost " +
+		"is sent again, so the node runs it twice, and READONLY, LOADING and network errors " +
+		"are retried with back-off, which turns them into node timeouts and holds up the " +
+		"lock's next call to the node; set MaxRetries: -1 (the next attempt is the retry)"
+	whyNoContextTimeout = "go-redis ContextTimeoutEnabled is on: a call given up at its " +
+		"context deadline may still run on the node later, after the lock's next call " +
+		"(a release can overtake its SET and leave a key behind); turn it off (each step " +
+		"has its own timer)"
+)
+
+// clientProblems returns what is wrong with a node's go-redis client settings.
+func clientProblems(rdb redis.UniversalClient) []string {
+	s := readClientSettings(rdb)
+	var wrong []string
+	if s.retries {
+		wrong = append(wrong, whyNoRetries)
+	}
+	if s.contextTimeout {
+		wrong = append(wrong, whyNoContextTimeout)
+	}
+	return wrong
+}
+
+// runIDs returns the run_id of the server behind a client; of every master for a
+// Cluster client, of every live shard for a Ring.
+func runIDs(ctx context.Context, rdb redis.UniversalClient) ([]string, error) {
+	type eachServer interface {
+		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
+	}
+	type eachShard interface {
+		ForEachShard(context.Context, func(context.Context, *redis.Client) error) error
+	}
+	var mu sync.Mutex
+	var ids []string
+	collect := func(ctx context.Context, c *redis.Client) error {
+		id, err := runID(ctx, c)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		ids = append(ids, id)
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case eachServer: // a Cluster client: INFO would go to any one node
+		err = c.ForEachMaster(ctx, collect)
+	case eachShard: // a Ring
+		err = c.ForEachShard(ctx, collect)
+	default:
+		var id string
+		if id, err = runID(ctx, rdb); err == nil {
+			ids = []string{id}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// runID returns the run_id line of INFO server: a random identifier each server
+// process draws at start-up.
+func runID(ctx context.Context, rdb redis.Cmdable) (string, error) {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.Lines(info) {
+		if id, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok && id != "" {
+			return id, nil
+		}
+	}
+	return "", errors.New("no run_id in its reply")
 }

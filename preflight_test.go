@@ -1,37 +1,142 @@
 package redlock_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/redlocktest"
 )
+
+// compliant returns a Client over the servers whose go-redis clients do not retry, as
+// CheckNodes wants them.
+func compliant(t *testing.T, servers []*redistest.Server, opts redlock.Options) *redlock.Client {
+	t.Helper()
+	return compliantAt(t, redistest.Addrs(servers), opts)
+}
+
+// compliantAt is compliant over addresses.
+func compliantAt(t *testing.T, addrs []string, opts redlock.Options) *redlock.Client {
+	t.Helper()
+	rdbs := make([]redis.UniversalClient, len(addrs))
+	for i, addr := range addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		t.Cleanup(func() { rdb.Close() })
+		rdbs[i] = rdb
+	}
+	client, err := redlock.New(rdbs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// nodeErrors returns the *NodeError members of a CheckNodes error, in order.
+func nodeErrors(t *testing.T, err error) []*redlock.NodeError {
+	t.Helper()
+	var me *multierror.Error
+	if err == nil || !errors.As(err, &me) {
+		return nil
+	}
+	out := make([]*redlock.NodeError, len(me.Errors))
+	for i, err := range me.Errors {
+		if !errors.As(err, &out[i]) {
+			t.Fatalf("not a *NodeError: %v", err)
+		}
+	}
+	return out
+}
 
 // TestCheckNodes (T21): an eviction policy other than noeviction is reported per node;
 // with fencing, so is a node without appendfsync always.
 func TestCheckNodes(t *testing.T) {
 	ctx := t.Context()
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
-	if err := c.client.CheckNodes(ctx); err != nil {
+	client := compliant(t, c.servers, redlock.Options{})
+	if err := client.CheckNodes(ctx); err != nil {
 		t.Fatalf("default nodes: %v", err)
 	}
 	c.admin[1].ConfigSet(ctx, "maxmemory-policy", "allkeys-lru")
-	err := c.client.CheckNodes(ctx)
+	err := client.CheckNodes(ctx)
 	var ne *redlock.NodeError
 	if !errors.Is(err, redlock.ErrNodeConfig) || !errors.As(err, &ne) || ne.Node != c.servers[1].Addr() ||
 		!strings.Contains(err.Error(), `maxmemory-policy is "allkeys-lru"`) {
 		t.Fatalf("allkeys-lru on node 2: got %v", err)
 	}
 
-	fenced := c.newClient(redlock.Options{Fencing: true})
+	fenced := compliant(t, c.servers, redlock.Options{Fencing: true})
 	c.admin[1].ConfigSet(ctx, "maxmemory-policy", "noeviction")
 	if err := fenced.CheckNodes(ctx); !errors.Is(err, redlock.ErrNodeConfig) || !strings.Contains(err.Error(), "appendfsync") {
 		t.Fatalf("fencing without appendfsync always: got %v", err)
 	}
 	durable := newCluster(t, 3, redistest.Options{Persistent: true}, redlock.Options{Fencing: true})
-	if err := durable.client.CheckNodes(ctx); err != nil {
+	if err := compliant(t, durable.servers, redlock.Options{Fencing: true}).CheckNodes(ctx); err != nil {
 		t.Fatalf("fencing on durable nodes: %v", err)
+	}
+}
+
+// TestCheckNodesClientSettings (#11 item 6c): go-redis clients that retry (the default,
+// MaxRetries 3) are reported per node, with what to set and why, read from the client
+// without a round trip: also for a node that is down.
+func TestCheckNodesClientSettings(t *testing.T) {
+	ctx := t.Context()
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{}) // c.client: default go-redis clients
+	err := c.client.CheckNodes(ctx)
+	got := nodeErrors(t, err)
+	if !errors.Is(err, redlock.ErrNodeConfig) || len(got) != 3 {
+		t.Fatalf("default clients (MaxRetries 3): got %d node errors: %v", len(got), err)
+	}
+	for i, ne := range got {
+		if ne.Node != c.servers[i].Addr() || !errors.Is(ne, redlock.ErrNodeConfig) ||
+			!strings.Contains(ne.Error(), "MaxRetries is on") || !strings.Contains(ne.Error(), "set MaxRetries: -1") {
+			t.Fatalf("node %d: got %v", i+1, ne)
+		}
+	}
+
+	c.servers[2].Kill()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // go-redis would retry the dial
+	defer cancel()
+	err = c.client.CheckNodes(short)
+	var config, down int
+	for _, ne := range nodeErrors(t, err) {
+		switch {
+		case errors.Is(ne, redlock.ErrNodeConfig) && strings.Contains(ne.Error(), "MaxRetries"):
+			config++
+		case ne.Node == c.servers[2].Addr() && strings.Contains(ne.Error(), "CONFIG GET"):
+			down++
+		default:
+			t.Errorf("unexpected: %v", ne)
+		}
+	}
+	if config != 3 || down != 1 {
+		t.Fatalf("node 3 down: %d setting errors (want 3, the down node's too), %d unreachable (want 1): %v", config, down, err)
+	}
+}
+
+// TestCheckNodesOneServer (#11 item 7): two members that reach one server under
+// addresses New cannot tell apart (here directly and through a TCP proxy) are reported,
+// by the run_id each server draws at start-up.
+func TestCheckNodesOneServer(t *testing.T) {
+	ctx := t.Context()
+	servers := redistest.StartN(t, 2, redistest.Options{})
+	proxy := redlocktest.NewNetwork(t).Proxy(servers[0].Addr())
+	addrs := append(redistest.Addrs(servers), proxy.Addr())
+	err := compliantAt(t, addrs, redlock.Options{}).CheckNodes(ctx)
+	got := nodeErrors(t, err)
+	if len(got) != 1 || got[0].Node != proxy.Addr() || !errors.Is(err, redlock.ErrNodeConfig) ||
+		!strings.Contains(err.Error(), "the same server (run_id ") ||
+		!strings.Contains(err.Error(), "as node 1 ("+servers[0].Addr()+")") {
+		t.Fatalf("node 3 is node 1 through a proxy: got %v", err)
+	}
+	if err := compliantAt(t, addrs[:2], redlock.Options{}).CheckNodes(ctx); err != nil {
+		t.Fatalf("two servers: %v", err)
 	}
 }

@@ -106,6 +106,10 @@ func (r *round) mayHold(i int) bool {
 	return out != outNo && out != outRefused
 }
 
+// failed reports whether node i failed or did not answer in time in this round. Call it
+// once node i's call has returned.
+func (r *round) failed(i int) bool { return r.calls[i].out == outFailed }
+
 // lacks reports whether node i answered that it does not hold our key (or failed) in
 // this extend round. Call it once node i's call has returned.
 func (r *round) lacks(i int) bool {
@@ -124,7 +128,8 @@ func (r *round) lacks(i int) bool {
 // call is sent anyway when always is set (a release must land), and dropped otherwise
 // (stale extends would only pile up behind a stalled node). need, when not nil, is asked
 // once the earlier call has returned whether node i needs this call at all; a node that
-// does not gets none and counts as having answered no.
+// does not gets none and counts as having answered no. keys are those of a plain node;
+// a Cluster member gets its own fencing counter name in a step that uses one.
 func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after *round, always bool, need func(i int) bool) *round {
 	n := len(c.nodes)
 	r := &round{
@@ -149,9 +154,17 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	for i := range c.nodes {
 		r.calls[i].done = make(chan struct{})
 	}
+	var clusterKeys []string // made on first need: the counter in KEY's hash slot
 	for i := range c.nodes {
+		nodeKeys := keys
+		if c.nodes[i].cluster && st.counted() {
+			if clusterKeys == nil {
+				clusterKeys = []string{keys[0], fenceKey(keys[0], true)}
+			}
+			nodeKeys = clusterKeys
+		}
 		call := callPool.Get().(*nodeCall)
-		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: keys, args: args, need: need, always: always}
+		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: args, need: need, always: always}
 		c.nodes[i].s.enqueue(call, after)
 	}
 	return r

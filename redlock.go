@@ -43,16 +43,31 @@ type Client struct {
 
 // New returns a Client over the given go-redis clients, one per independent Redis
 // master (a plain, Sentinel-managed or Cluster client may each serve as one member).
-// The zero Options means every default. New rejects an empty list, a nil client, the
-// same client or the same server address twice (one server must not vote twice), and
-// invalid options. The caller keeps ownership of the clients: Close does not close them.
+// The zero Options means every default. The caller keeps ownership of the clients:
+// Close does not close them. New rejects:
+//   - an empty list, a nil client, and invalid options;
+//   - the same client, or the same server, twice: one server must not vote twice.
+//     Addresses are compared after normalising IP literals (an IPv4-mapped IPv6
+//     address is the IPv4 address) and resolving host names, all at once and for at
+//     most half a second (a name that does not resolve in time stands for itself, so
+//     New works while DNS is down); unix sockets by path. CheckNodes finds the rest
+//     (a proxy, another interface of the same host) by the servers' run_id;
+//   - a client with ContextTimeoutEnabled, with an error wrapping ErrNodeConfig: it
+//     breaks an ordering rule, that a call counts as finished only once go-redis gave
+//     up on it, so that a lock's release is sent after its SET has really left.
+//
+// New accepts go-redis's default retries (MaxRetries 3), which most callers pass: the
+// scripts are written to stay safe when a command arrives twice or late, so retries
+// cost time and hide causes, not safety. CheckNodes reports them; set MaxRetries: -1.
 func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 	return newClient(nodes, nil, opts)
 }
 
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
-// redis.ParseURL accepts). Errors and node names show URLs with the password redacted.
+// redis.ParseURL accepts; write '@', ':', '/', '?', '#' and '%' in a password
+// percent-encoded). Errors and node names show URLs with the password redacted, and
+// no error quotes any part of it.
 // The clients do not retry failed commands (the next attempt is the retry; add
 // max_retries=N to a URL to override); Close closes them.
 func NewFromURLs(urls []string, opts Options) (*Client, error) {
@@ -64,20 +79,13 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err // url.Error prints the whole URL, password included
-			}
-			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d: %v", i+1, err)
-		}
-		ropts, err := redis.ParseURL(raw)
+		name := redactURL(raw)
+		ropts, err := parseNodeURL(raw)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d (%s): %v", i+1, u.Redacted(), err)
+			return nil, fmt.Errorf("redlock: node URL %d (%s): %w", i+1, name, err)
 		}
+		u, _ := url.Parse(raw) // parsed above
 		// ContextTimeoutEnabled stays off on purpose: a call abandoned at a context
 		// deadline may still execute later (its bytes wait in a stalled server's
 		// socket), so its done channel would no longer mean "no longer in flight", and
@@ -91,7 +99,7 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		// than a node timeout, and a release to that node would wait behind it.
 		ropts.DialerRetries = 1
 		rdbs = append(rdbs, redis.NewClient(ropts))
-		names = append(names, u.Redacted())
+		names = append(names, name)
 	}
 	c, err := newClient(rdbs, names, opts)
 	if err != nil {
@@ -118,7 +126,6 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 	}
 	c.queues.c = c
 	c.sendersQuit = make(chan struct{})
-	servers := make(map[string]int, len(rdbs))
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
 			return nil, fmt.Errorf("redlock: node %d is nil", i+1)
@@ -132,12 +139,13 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		if names != nil {
 			name = names[i]
 		}
-		server := nodeServer(rdb, name)
-		if j, dup := servers[server]; dup {
-			return nil, fmt.Errorf("redlock: nodes %d and %d are the same server %s", j+1, i+1, server)
+		if readClientSettings(rdb).contextTimeout {
+			return nil, fmt.Errorf("redlock: node %d (%s): %w: %s", i+1, name, ErrNodeConfig, whyNoContextTimeout)
 		}
-		servers[server] = i
-		c.nodes[i] = node{name: name, rdb: rdb}
+		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb)}
+	}
+	if err := distinctServers(c.nodes); err != nil {
+		return nil, err
 	}
 	for i := range c.nodes {
 		c.nodes[i].s = newSender(&c.nodes[i], c)
@@ -225,6 +233,13 @@ func (c *Client) enter() bool {
 // attempt's keys are released on every node that may have set them, after that node's
 // SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
 // until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
+//
+// An attempt in which a majority of nodes answered with an error that no retry can fix
+// (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
+// error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
+// *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
+// values. Other failures (timeouts, network errors, READONLY, LOADING, CLUSTERDOWN,
+// ...) are retried.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -243,7 +258,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return lock, err
 		}
 		took = qe.quorum
-		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 {
+		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 || qe.hopeless() {
 			return nil, qe
 		}
 		last, attempt = qe, 2
@@ -292,7 +307,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 				return nil, last
 			}
 			last = qe
-			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) {
+			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) || qe.hopeless() {
 				return nil, qe
 			}
 			if qe.Refused > 0 {
@@ -425,7 +440,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
 		return lock, qe, nil
 	}
-	keys := []string{key, fenceKey(key)}
+	keys := []string{key, fenceKey(key, false)} // Client.start renames the counter per node
 	fence, qe := c.proposal(ctx, key, keys)
 	if qe != nil {
 		return nil, qe, nil
@@ -574,6 +589,7 @@ type Lock struct {
 	mu         sync.Mutex    // guards the fields below
 	ttl        time.Duration // of the latest successful Acquire or Extend
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
+	lost       bool          // a loss was proven: until never moves forward again
 	released   bool          // Release was called: no step or KeepAlive may start
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
@@ -608,11 +624,16 @@ func (l *Lock) Until() time.Time {
 }
 
 // lose records that the lock can no longer be trusted to be held from at on: Until
-// reports no later time.
+// reports no later time, and no later Extend can move it forward again.
 func (l *Lock) lose(at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.until = earlier(l.until, at)
+	l.loseLocked(at)
+}
+
+// loseLocked is lose for a caller that holds l.mu.
+func (l *Lock) loseLocked(at time.Time) {
+	l.until, l.lost = earlier(l.until, at), true
 }
 
 // validUntil returns the validity proven so far, ignoring a Release in progress.
@@ -663,7 +684,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	until := now.Add(v)
 
 	l.mu.Lock()
-	if ctxErr == nil && t.won() && v > 0 {
+	if ctxErr == nil && t.won() && v > 0 && !l.lost {
 		// The majority that said yes holds our key at least until the new end; the
 		// majority behind the old Until still holds it until then, since no step ever
 		// shortens a TTL. So the lock is valid until the later of the two.
@@ -675,6 +696,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return nil
 	}
+	if l.lost { // proven lost while this step ran (KeepAlive found a suspension)
+		l.mu.Unlock()
+		return lostError("extend", l.key, "lost while the extend ran")
+	}
 	defer l.mu.Unlock()
 	kind := ErrUnavailable
 	switch {
@@ -682,7 +707,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		// Too many nodes answered that our token is gone: proof that the lock is lost,
 		// whatever the local validity said.
 		kind = ErrLockLost
-		l.until = earlier(l.until, start) // l.mu is held
+		l.loseLocked(start)
 	case !now.Before(l.until):
 		kind = ErrLockLost
 	}
@@ -698,7 +723,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
 	if l.fence > 0 {
-		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key)}, append(args, l.fence)
+		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key, false)}, append(args, l.fence)
 	}
 	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
 }
@@ -709,7 +734,8 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
 // its token or no longer had it (a node whose key is absent holds nothing of ours: a
 // copy of the call that go-redis re-sent after a lost reply finds the key already
-// deleted); ErrLockLost if the validity had run out, the lock was already released, or
+// deleted; Release cannot tell that from a node that lost the key, which Extend reports
+// as a loss); ErrLockLost if the validity had run out, the lock was already released, or
 // too many nodes answered that another token holds the key; ErrUnavailable if too many
 // nodes failed (their keys expire after the TTL). If ctx ends first, Release returns its
 // error; the deletes are still sent. Release marks the lock released at once: Until
@@ -738,16 +764,28 @@ func (l *Lock) Release(ctx context.Context) error {
 	// An Extend that ran up to now may have moved the validity on.
 	expired := !c.opts.Clock.Now().Before(l.validUntil())
 
+	var o *offer
 	capped := false
+	args := []any{l.token}
 	if !expired && !c.opts.Fencing {
-		var o *offer
-		if o, capped = c.queues.claim(l.key); o != nil && l.handOff(ctx, o) {
-			return nil
+		if o, capped = c.queues.claim(l.key); o != nil {
+			handed, token := l.handOff(ctx, o)
+			if handed {
+				return nil
+			}
+			if token != "" { // the failed hand-over's token goes with ours
+				args = append(args, token)
+			}
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRelease, []string{l.key}, []any{l.token}, l.calls, true, nil)
+	r := c.start(ctx, stepRelease, []string{l.key}, args, l.calls, true, nil)
 	l.calls = r
+	if o != nil {
+		// The hand-over failed: the waiter attempts by itself, and its calls queue
+		// behind this release on every node, so they do not meet our stale keys.
+		o.got <- nil
+	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	var courtesy time.Duration
 	end := c.opts.Clock.Now()
@@ -777,20 +815,19 @@ func (l *Lock) Release(ctx context.Context) error {
 // made offer o: handoff.lua replaces l's token with a new one on every node, so one
 // step does the work of a release and an acquire. The new lock is granted exactly as
 // an acquired one: with a majority, and validity measured from just before this step.
-// It reports whether that happened; if not, the new token is cleaned up wherever it
-// may have landed (before the plain release that follows, which then finds those nodes
-// empty), and the waiter hears nil (and attempts by itself). The caller holds l.op and
-// has checked that l is valid.
-func (l *Lock) handOff(ctx context.Context, o *offer) bool {
+// It reports whether that happened (the waiter then has the lock). If not, the calls of
+// the step not sent yet are dropped, and token (when one was made) is the new token,
+// which the caller's plain release must delete wherever it landed, before it tells the
+// waiter (o.got <- nil). The caller holds l.op and has checked that l is valid.
+func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string) {
 	c := l.c
 	token, err := newToken()
 	if err != nil {
-		o.got <- nil
-		return false
+		return false, ""
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
-	l.calls = r // a plain release after a failed hand-over waits behind these calls
+	l.calls = r // the plain release after a failed hand-over waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
@@ -798,11 +835,15 @@ func (l *Lock) handOff(ctx context.Context, o *offer) bool {
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
-		return true
+		// Where the hand-over call failed, our token may still hold the key: release
+		// it there once that call has returned, so the node is not blocked until our
+		// TTL ends. Nobody waits for it.
+		c.start(context.WithoutCancel(ctx), stepRelease, []string{l.key}, []any{l.token}, r, true, r.failed)
+		return true, token
 	}
-	c.cleanup(ctx, l.key, token, r)
-	o.got <- nil
-	return false
+	// Unsent calls set nothing; the others are undone by the caller's release.
+	r.abandoned.Store(true)
+	return false, token
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
@@ -844,6 +885,9 @@ func (l *Lock) check(op string, now time.Time) error {
 	defer l.mu.Unlock()
 	if l.released {
 		return lostError(op, l.key, "already released")
+	}
+	if l.lost {
+		return lostError(op, l.key, "lost earlier")
 	}
 	if !now.Before(l.until) {
 		return lostError(op, l.key, fmt.Sprintf("validity ran out %v ago", now.Sub(l.until).Round(time.Millisecond)))

@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the token the lock was acquired with
+-- ARGV[2]  optional: the token of a hand-over that failed (see handoff.lua), which may
+--          have replaced ARGV[1] on this node and is deleted as well
 --
 -- Returns -1 when another token holds the key (that holder's lock is left untouched);
 -- 0 when the key is absent (it expired, its node lost it, or an earlier copy of this
@@ -10,12 +12,14 @@
 -- otherwise it deleted the key, published ARGV[1] (now a dead token) on the channel, and
 -- returns 1 + the number of clients that received it. The announcement is best effort:
 -- a PUBLISH refused (say, by an ACL without channel rights) does not fail the release.
+-- Both tokens belong to locks that are over, so a late copy of this call cannot touch
+-- the key of a later lock.
 local cur = redis.call('GET', KEYS[1])
-if cur ~= ARGV[1] then
-  if cur then
-    return -1
-  end
+if not cur then
   return 0
+end
+if cur ~= ARGV[1] and cur ~= ARGV[2] then
+  return -1
 end
 redis.call('DEL', KEYS[1])
 local heard = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], ARGV[1])

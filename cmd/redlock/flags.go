@@ -82,7 +82,7 @@ type connFlags struct {
 // --node-timeout and --drift-factor.
 func addConnFlags(fs *flagSet, locking bool) *connFlags {
 	c := &connFlags{}
-	fs.StringVar(&c.nodes, "nodes", "", "comma-separated node `URLs`: redis://[user:password@]host:port[/db] or rediss://...\n(default from $REDLOCK_NODES)")
+	fs.StringVar(&c.nodes, "nodes", "", "comma-separated node `URLs`: redis://[user:password@]host:port[/db] or rediss://...;\na Redis Cluster as one node: redis+cluster://host:port[?addr=host:port...]\n(default from $REDLOCK_NODES)")
 	fs.StringVar(&c.tls.ca, "tls-ca", "", "PEM `file` of the CAs that sign the rediss:// nodes' certificates\n(default: the system's CAs)")
 	fs.StringVar(&c.tls.cert, "tls-cert", "", "PEM `file` of the client certificate for rediss:// nodes (with --tls-key)")
 	fs.StringVar(&c.tls.key, "tls-key", "", "PEM `file` of the client certificate's private key (with --tls-cert)")

@@ -15,10 +15,27 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// nodeSpec is one parsed node URL.
+// nodeSpec is one parsed node URL: a plain server (opts) or a Redis Cluster (cluster).
 type nodeSpec struct {
-	name string // the URL with its password replaced by "xxxxx": safe to print
-	opts *redis.Options
+	name    string                // the URL with its password replaced by "xxxxx": safe to print
+	opts    *redis.Options        // a plain server, or nil
+	cluster *redis.ClusterOptions // a Redis Cluster serving as one member, or nil
+}
+
+// client returns a new go-redis client for the node.
+func (s nodeSpec) client() redis.UniversalClient {
+	if s.cluster != nil {
+		return redis.NewClusterClient(s.cluster)
+	}
+	return redis.NewClient(s.opts)
+}
+
+// tlsConfig returns where the node's TLS configuration is kept.
+func (s nodeSpec) tlsConfig() **tls.Config {
+	if s.cluster != nil {
+		return &s.cluster.TLSConfig
+	}
+	return &s.opts.TLSConfig
 }
 
 // tlsFiles are the --tls-* flags, applied to every rediss:// node.
@@ -31,51 +48,79 @@ func (t tlsFiles) given() bool {
 }
 
 // parseNodes parses node URLs (redis:// or rediss://, with an optional ACL user and
-// password, database number and go-redis query options) and applies the TLS files to the
-// rediss:// ones. Errors name a node by its position and redacted URL, never its password.
+// password, database number and go-redis query options; redis+cluster:// or
+// rediss+cluster:// for a Redis Cluster as one member, more seed nodes in ?addr=) and
+// applies the TLS files to the rediss ones. Errors name a node by its position and
+// redacted URL, never its password.
 func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 	specs := make([]nodeSpec, 0, len(urls))
 	seen := make(map[string]int, len(urls))
 	anyTLS := false
 	for i, raw := range urls {
+		// Parsers quote what they could not parse, parts of a password included: every
+		// message below shows the redacted URL, and a cause found by parsing that.
+		name := redlock.RedactURL(raw)
 		u, err := url.Parse(raw)
 		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err // url.Error repeats the whole URL, password included
-			}
-			return nil, usagef("node %d: not a URL: %v", i+1, err)
+			return nil, usagef("node %d (%s): not a URL: %v", i+1, name, safeCause(name, func(s string) error {
+				_, err := url.Parse(s)
+				return err
+			}))
 		}
-		name := u.Redacted()
-		if u.Scheme != "redis" && u.Scheme != "rediss" {
-			return nil, usagef("node %d (%s): scheme must be redis:// or rediss://", i+1, name)
+		scheme, cluster := strings.CutSuffix(u.Scheme, "+cluster")
+		if scheme != "redis" && scheme != "rediss" {
+			return nil, usagef("node %d (%s): scheme must be redis://, rediss://, redis+cluster:// or rediss+cluster://", i+1, name)
 		}
 		if u.Host == "" {
 			return nil, usagef("node %d (%s): no host", i+1, name)
 		}
-		opts, err := redis.ParseURL(raw)
-		if err != nil {
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err
+		spec := nodeSpec{name: name}
+		var addrs []string
+		// As NewFromURLs does, unless the URL says otherwise: no command retries (the
+		// next attempt is the retry, and go-redis's own retries would only turn a node's
+		// error into a timeout), and one dial (go-redis dials a refused connection 5
+		// times, 100 ms apart: a dead node would hold each step to the node timeout).
+		ownRetries := u.Query().Has("max_retries")
+		if cluster {
+			if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
+				return nil, usagef("node %d (%s): a Redis Cluster has only database 0", i+1, name)
 			}
-			return nil, usagef("node %d (%s): %v", i+1, name, err)
+			parse := func(s string) error {
+				_, err := redis.ParseClusterURL(scheme + s[len(u.Scheme):])
+				return err
+			}
+			opts, err := redis.ParseClusterURL(scheme + raw[len(u.Scheme):])
+			if err != nil {
+				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, parse))
+			}
+			if !ownRetries {
+				opts.MaxRetries = -1
+			}
+			opts.DialerRetries = 1
+			spec.cluster, addrs = opts, opts.Addrs
+		} else {
+			opts, err := redis.ParseURL(raw)
+			if err != nil {
+				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, func(s string) error {
+					_, err := redis.ParseURL(s)
+					return err
+				}))
+			}
+			if !ownRetries {
+				opts.MaxRetries = -1
+			}
+			opts.DialerRetries = 1
+			spec.opts, addrs = opts, []string{opts.Addr}
 		}
-		if !u.Query().Has("max_retries") {
-			// As NewFromURLs does: the next attempt is the retry, and go-redis's own
-			// retries would only turn a node's error into a timeout.
-			opts.MaxRetries = -1
+		for _, addr := range addrs {
+			server := strings.ToLower(addr)
+			if j, dup := seen[server]; dup && j != i {
+				return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
+			}
+			seen[server] = i
 		}
-		// go-redis dials a refused connection 5 times, 100 ms apart: a dead node would
-		// then hold each step to the node timeout instead of failing at once.
-		opts.DialerRetries = 1
-		server := strings.ToLower(opts.Addr)
-		if j, dup := seen[server]; dup {
-			return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
-		}
-		seen[server] = i
-		anyTLS = anyTLS || opts.TLSConfig != nil
-		specs = append(specs, nodeSpec{name: name, opts: opts})
+		anyTLS = anyTLS || *spec.tlsConfig() != nil
+		specs = append(specs, spec)
 	}
 	if !tf.given() {
 		return specs, nil
@@ -88,15 +133,16 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 		return nil, err
 	}
 	for _, s := range specs {
-		if s.opts.TLSConfig == nil {
+		own := s.tlsConfig()
+		if *own == nil {
 			continue
 		}
 		cfg := base.Clone()
 		if cfg.ServerName == "" {
-			cfg.ServerName = s.opts.TLSConfig.ServerName
+			cfg.ServerName = (*own).ServerName
 		}
-		cfg.InsecureSkipVerify = s.opts.TLSConfig.InsecureSkipVerify // ?skip_verify=true
-		s.opts.TLSConfig = cfg
+		cfg.InsecureSkipVerify = (*own).InsecureSkipVerify // ?skip_verify=true
+		*own = cfg
 	}
 	return specs, nil
 }
@@ -133,7 +179,7 @@ func (t tlsFiles) config() (*tls.Config, error) {
 func dial(specs []nodeSpec, opts redlock.Options) (c *redlock.Client, close func(), err error) {
 	rdbs := make([]redis.UniversalClient, len(specs))
 	for i, s := range specs {
-		rdbs[i] = redis.NewClient(s.opts)
+		rdbs[i] = s.client()
 	}
 	closeNodes := func() {
 		for _, r := range rdbs {
@@ -218,6 +264,21 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// safeCause returns why a node URL does not parse without quoting its password: parse's
+// error for the redacted URL (without the url.Error wrapper, which repeats the whole
+// URL), or, when the redacted URL parses, that the password is at fault.
+func safeCause(redacted string, parse func(string) error) error {
+	err := parse(redacted)
+	if err == nil {
+		return errors.New("the password does not parse as part of a URL: percent-encode its special characters")
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
 }
 
 // describeNodes returns "N nodes (a, b, c)" with redacted names.

@@ -14,12 +14,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 )
 
 const statusAbout = `
 Shows, for KEY on every node: whether the node answered, the token of the holder
-(shortened), the key's remaining time to live (PTTL) and the fencing counter KEY:fence
-(written when locks are taken with --fence). The last line is the verdict:
+(shortened), the key's remaining time to live (PTTL) and the fencing counter (written
+when locks are taken with --fence: KEY:fence, or on a Cluster member a name in KEY's
+hash slot such as fence:{KEY}). The last line is the verdict:
 
   held     one token is on a majority of the nodes
   free     no node that answered has the key, and too few could not be read to hide
@@ -94,12 +97,7 @@ func queryStatus(ctx context.Context, specs []nodeSpec, key string, timeout time
 }
 
 func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duration) nodeStatus {
-	o := *s.opts
-	// A read-only snapshot: bound every phase by the timeout, and let the context's
-	// deadline end a read (no write here can land late and matter).
-	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
-	o.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(&o)
+	rdb := snapshotClient(s, timeout)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -107,10 +105,12 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	st := nodeStatus{name: s.name}
 	var get, fence *redis.StringCmd
 	var pttl *redis.DurationCmd
+	// On a Cluster member the three commands go to the master of KEY's slot, which
+	// also holds the counter (redlock.FenceKey keeps it in that slot).
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		pttl = p.PTTL(ctx, key)
-		fence = p.Get(ctx, key+":fence")
+		fence = p.Get(ctx, redlock.FenceKey(rdb, key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -121,6 +121,22 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	st.pttl = pttl.Val()
 	st.fence, _ = fence.Result()
 	return st
+}
+
+// snapshotClient returns a client for a read-only snapshot of the node: every phase
+// bounded by the timeout, and a read ended by the context's deadline (no write here can
+// land late and matter).
+func snapshotClient(s nodeSpec, timeout time.Duration) redis.UniversalClient {
+	if s.cluster != nil {
+		o := *s.cluster
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+		o.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(&o)
+	}
+	o := *s.opts
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = timeout, timeout, timeout
+	o.ContextTimeoutEnabled = true
+	return redis.NewClient(&o)
 }
 
 type verdictKind string

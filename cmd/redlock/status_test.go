@@ -124,6 +124,17 @@ func TestPasswordsNeverShown(t *testing.T) {
 	check("status, REDLOCK_NODES", runInProcess(t, map[string]string{"REDLOCK_NODES": join(right)}, "status", "k"), 0)
 	check("unparsable URL", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:port", "k"), exitUsage)
 	check("bad database", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:1/db", "k"), exitUsage)
+	// Parsers quote what they cannot parse: a bad escape or a '/' inside the password
+	// must not bring a piece of it into the message.
+	for _, u := range []string{"redis://u:pa%zzword@h:1", "redis://u:12/3456789@h:1", "redis+cluster://u:pa%zzword@h:1"} {
+		r := runInProcess(t, nil, "status", "--nodes", u, "k")
+		check("password that does not parse: "+u, r, exitUsage)
+		for _, piece := range []string{"%zz", "3456789", "pa%"} {
+			if strings.Contains(r.stderr, piece) {
+				t.Errorf("%s: the error quotes %q of the password:\n%s", u, piece, r.stderr)
+			}
+		}
+	}
 	check("duplicate node", runInProcess(t, nil, "status", "--nodes", right[0]+","+right[0], "k"), exitUsage)
 
 	c := newCLI(t)

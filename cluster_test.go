@@ -1,0 +1,303 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/redlocktest"
+	"github.com/redlock-go/redlock/safety"
+)
+
+// members is a quorum of three members that are not all plain servers: two Redis
+// Clusters of two masters each, and one plain redis-server (five processes in all).
+type members struct {
+	t        *testing.T
+	clusters []*redlocktest.Cluster
+	plain    *redistest.Server
+}
+
+func newMembers(t *testing.T) *members {
+	t.Helper()
+	m := &members{t: t}
+	for range 2 {
+		m.clusters = append(m.clusters, redlocktest.StartCluster(t, 2, redlocktest.Options{}))
+	}
+	m.plain = redistest.Start(t, redistest.Options{})
+	return m
+}
+
+// rdbs returns fresh go-redis clients, one per member: a ClusterClient for each cluster
+// and a plain client for the plain server. They are closed when the test ends.
+func (m *members) rdbs() []redis.UniversalClient {
+	var out []redis.UniversalClient
+	for _, c := range m.clusters {
+		out = append(out, c.ClusterClient())
+	}
+	return append(out, m.plain.Client())
+}
+
+// newClient returns a Client over fresh clients of the members, closed at the end.
+func (m *members) newClient(opts redlock.Options) *redlock.Client {
+	m.t.Helper()
+	c, err := redlock.New(m.rdbs(), opts)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clusterKeys are lock keys that exercise Redis' hash-tag rules: no tag, a tag, a "{"
+// without a "}" after it, an empty tag "{}" (the whole key is hashed), and a "}" before
+// any "{".
+var clusterKeys = []string{"job", "{user1000}.lock", "a{b", "a{}b", "}x{"}
+
+// TestClusterMembers: every feature with two of three members Redis Clusters. The
+// subtests share the members; healing, which restarts a master, comes last.
+func TestClusterMembers(t *testing.T) {
+	m := newMembers(t)
+	t.Run("fencing", func(t *testing.T) { clusterFencing(t, m) })
+	t.Run("release wakes another Client", func(t *testing.T) { clusterWakeUp(t, m) })
+	t.Run("hand-over inside a Client", func(t *testing.T) { clusterHandOver(t, m) })
+	t.Run("healing", func(t *testing.T) { clusterHealing(t, m, false) })
+	t.Run("healing with fencing", func(t *testing.T) { clusterHealing(t, m, true) })
+}
+
+// clusterFencing: fenced locks work for keys with and without hash tags, the tokens of
+// two Clients are unique and strictly increase in real-time order, and the counters are
+// where FenceKey says.
+func clusterFencing(t *testing.T, m *members) {
+	opts := redlock.Options{Fencing: true, RetryDelay: redlock.ExponentialJitter(time.Millisecond, 4*time.Millisecond)}
+	clients := []*redlock.Client{m.newClient(opts), m.newClient(opts)}
+	admins := m.rdbs()
+	base := time.Now()
+	for _, key := range clusterKeys {
+		t.Run(fmt.Sprintf("key=%q", key), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			var (
+				mu     sync.Mutex
+				grants []safety.Grant
+				wg     sync.WaitGroup
+			)
+			for w := range 4 {
+				wg.Go(func() {
+					client := clients[w%2]
+					for i := range 10 {
+						start := time.Now()
+						lock, err := client.Acquire(ctx, key, 100*time.Millisecond)
+						end := time.Now()
+						if err != nil {
+							t.Errorf("Acquire: %v", err)
+							return
+						}
+						mu.Lock()
+						grants = append(grants, safety.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
+						mu.Unlock()
+						if (w+i)%4 != 0 { // every fourth lock is left to expire
+							_ = lock.Release(ctx)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			if err := safety.FenceViolation(grants); err != nil {
+				t.Fatal(err)
+			}
+			// The counters are where FenceKey says, at the last token on a majority.
+			var last uint64
+			for _, g := range grants {
+				last = max(last, g.Fence)
+			}
+			at := 0
+			for _, rdb := range admins {
+				if v, _ := rdb.Get(ctx, redlock.FenceKey(rdb, key)).Uint64(); v == last {
+					at++
+				}
+			}
+			if at < 2 {
+				t.Fatalf("the last token %d is the counter on %d members, want at least 2", last, at)
+			}
+		})
+	}
+}
+
+// masterOf returns the master of cluster c that serves key's slot (StartCluster gives
+// master i the i-th equal range of slots), asking the cluster for the slot.
+func masterOf(t *testing.T, c *redlocktest.Cluster, key string) *redlocktest.Process {
+	t.Helper()
+	slot, err := c.Masters[0].Client().ClusterKeySlot(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Masters[int(slot)*len(c.Masters)/16384]
+}
+
+// clusterWakeUp: with polling off, a waiter in another Client wakes when the holder
+// releases. release.lua PUBLISHes from inside a script on the key's master; on a
+// cluster the message goes over the cluster bus to every node, including the master
+// the waiter's subscription is on. The key is chosen so that those two masters differ.
+func clusterWakeUp(t *testing.T, m *members) {
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("wake%d", i)
+		if masterOf(t, m.clusters[0], k) != masterOf(t, m.clusters[0], redlock.ReleaseChannel(k)) {
+			key = k
+		}
+	}
+	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := holder.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+
+	// Listeners of our own, on each cluster, to see each announcement arrive.
+	ch := redlock.ReleaseChannel(key)
+	var heard []<-chan *redis.Message
+	for _, c := range m.clusters {
+		ps := c.ClusterClient().Subscribe(ctx, ch)
+		t.Cleanup(func() { ps.Close() })
+		if _, err := ps.Receive(ctx); err != nil { // the subscription is confirmed
+			t.Fatal(err)
+		}
+		heard = append(heard, ps.Channel())
+	}
+
+	results := acquireAsync(ctx, waiter, key, time.Minute)
+	// The waiter's subscriptions: on some master of each cluster (go-redis picks one),
+	// next to ours, and on the plain server. PUBSUB NUMSUB counts a node's own clients.
+	eventually(t, "the waiter's subscriptions", func() bool {
+		for _, c := range m.clusters {
+			var subs int64
+			for _, master := range c.Masters {
+				n, err := master.Client().PubSubNumSub(ctx, ch).Result()
+				if err != nil {
+					return false
+				}
+				subs += n[ch]
+			}
+			if subs < 2 {
+				return false
+			}
+		}
+		n, err := m.plain.Client().PubSubNumSub(ctx, ch).Result()
+		return err == nil && n[ch] == 1
+	})
+	eventually(t, "the waiter to be woken once its subscriptions were made", func() bool { return waiter.Wakes(key) >= 1 })
+	released := time.Now()
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	t.Logf("waiter got the lock %v after the release", r.at.Sub(released))
+	if took := r.at.Sub(released); took > 2*time.Second {
+		t.Errorf("the waiter got the lock %v after the release, want promptly", took)
+	}
+	for i, msgs := range heard {
+		select {
+		case msg := <-msgs:
+			if msg.Payload != lock.Token() {
+				t.Errorf("cluster %d announced %q, want the released token", i+1, msg.Payload)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("cluster %d: no announcement on another master than the key's", i+1)
+		}
+	}
+	// Whatever won the race to the lock, the announcements of a majority reached the
+	// waiter's Client: the wake-up after its subscriptions, then this one.
+	eventually(t, "the waiter to hear a majority announce the release", func() bool { return waiter.Wakes(key) >= 2 })
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterHandOver: a Release hands the lock straight to a waiting Acquire of the same
+// Client (handoff.lua) on cluster members.
+func clusterHandOver(t *testing.T, m *members) {
+	c := m.newClient(noPolling)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := c.TryAcquire(ctx, "handed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := acquireAsync(ctx, c, "handed", time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return c.Offered("handed") })
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	r.lock.WaitForCalls()
+	for i, rdb := range m.rdbs() {
+		if got := rdb.Get(ctx, "handed").Val(); got != r.lock.Token() {
+			t.Errorf("member %d holds %q, want the new lock's token", i+1, got)
+		}
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterHealing: the master of the key's slot in one cluster member restarts empty;
+// the next Extends prove the lock held by the other two members and put the key back
+// there, with fencing also the counter.
+func clusterHealing(t *testing.T, m *members, fencing bool) {
+	key := "healed"
+	if fencing {
+		key = "healed-fenced"
+	}
+	c := m.newClient(redlock.Options{Fencing: fencing, NodeTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := c.TryAcquire(ctx, key, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.WaitForCalls()
+	member := m.clusters[0].ClusterClient()
+	counter := redlock.FenceKey(member, key)
+	masterOf(t, m.clusters[0], key).Restart(redlocktest.NoPersistence)
+	// The restarted master answers CLUSTERDOWN for a moment, until it rejoins.
+	eventually(t, "the restarted master to answer, without the key and its counter", func() bool {
+		n, err := member.Exists(ctx, key, counter).Result()
+		return err == nil && n == 0
+	})
+	healed := func() bool {
+		if member.Get(ctx, key).Val() != lock.Token() {
+			return false
+		}
+		return !fencing || member.Get(ctx, counter).Val() == strconv.FormatUint(lock.Fence(), 10)
+	}
+	extends := 0
+	for !healed() {
+		extends++
+		if err := lock.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("Extend with two of three members holding the lock: %v", err)
+		}
+		lock.WaitForCalls()
+		if ctx.Err() != nil {
+			t.Fatal("the restarted master never got the key back")
+		}
+	}
+	t.Logf("healed by Extend number %d", extends)
+	if pttl := member.PTTL(ctx, key).Val(); pttl < 9*time.Second {
+		t.Fatalf("healed key's PTTL %v, want about 10 s", pttl)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
