@@ -4,6 +4,7 @@
 
 test: deps
 	go test -race -count=1 -p 1 ./...
+	cd nemesis && go vet ./... && go test -race -count=1 ./...
 
 deps:
 	./tools/install-deps.sh
@@ -45,6 +46,27 @@ RUNS ?= 5
 LOAD ?= 1
 stress: deps
 	RUNS=$(RUNS) LOAD=$(LOAD) ./tools/stress.sh
+
+# The randomized nemesis (the separate module nemesis/, see docs/safety.md): schedules of
+# faults drawn from seeds, run on real redis-server nodes with worker processes, every
+# history checked with porcupine. DURATION is how long to soak; SEED=N replays one seed
+# (FAMILY=name narrows it to one family); a failing run prints where its pictures are.
+# Without the race detector, so that a run does as many operations as it can.
+.PHONY: soak
+DURATION ?= 60s
+SEED ?=
+FAMILY ?=
+soak: deps
+	cd nemesis && NEMESIS_DURATION=$(DURATION) NEMESIS_SEED=$(SEED) NEMESIS_FAMILY=$(FAMILY) \
+		go test -count=1 -timeout 0 -run '^TestSoak$$' -v .
+
+# Negative controls for the nemesis (nemesis/cmd/mutants): each known-bad change is
+# applied to a temporary copy of the tree and must be caught by the randomized run of
+# its schedule family within MUTANT_BUDGET; exits non-zero if any mutant survives.
+.PHONY: mutants
+MUTANT_BUDGET ?= 90s
+mutants: deps
+	cd nemesis && go run ./cmd/mutants -budget $(MUTANT_BUDGET)
 
 # Fuzzing: each fuzz target of the root package for FUZZTIME, one after another (go
 # test takes one -fuzz target per run), then how many inputs each one executed. A

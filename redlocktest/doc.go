@@ -30,6 +30,9 @@
 //     adds latency with jitter, drops traffic (blackhole), resets connections or
 //     refuses them. Give each client its own proxies to show two clients different
 //     partitions.
+//   - Duplicates (Duplicate, NewDuplicator): a go-redis hook that delivers a drawn
+//     share of a client's commands a second time, each copy late (up to a bound) and
+//     on a connection of its own, as retransmissions and retries after lost replies do.
 //   - Clock (Options.Clock, Process.Jump): a process node runs under libfaketime with
 //     a wall-clock offset and rate, and its clock can jump at run time. Redis expires
 //     keys on its wall clock, so this is how a node expires a lock early or late.

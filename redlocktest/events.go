@@ -9,7 +9,8 @@ import (
 type EventKind string
 
 // The kinds of Event. Process nodes report EventStart, EventKill, EventRestart,
-// EventPause, EventResume and EventJump; proxies report the others.
+// EventPause, EventResume and EventJump; Duplicate reports EventDuplicate; proxies
+// report the others.
 const (
 	EventStart     EventKind = "start"     // a process node answers for the first time
 	EventKill      EventKind = "kill"      // a running process node was killed (also the kill of a restart)
@@ -25,6 +26,7 @@ const (
 	EventDown      EventKind = "down"      // Proxy.Down
 	EventUp        EventKind = "up"        // Proxy.Up
 	EventHeal      EventKind = "heal"      // Proxy.Heal
+	EventDuplicate EventKind = "duplicate" // Duplicate installed a Duplicator on a client of Node
 )
 
 // Event is one thing the kit did to a node or a proxy, reported to a Recorder at the

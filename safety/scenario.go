@@ -103,6 +103,7 @@ func Scenarios() []*Scenario {
 	all = append(all, holderPauses()...)
 	all = append(all, clocks()...)
 	all = append(all, partitions()...)
+	all = append(all, duplicates())
 	return all
 }
 
@@ -576,6 +577,41 @@ func partitions() []*Scenario {
 			return rep, nil
 		},
 	}}
+}
+
+// duplicates is the scenario of duplicated and late delivery: every command a Client
+// sends has a 30 % chance of being delivered again, up to a TTL later, on another
+// connection (redlocktest.Duplicate). Two workers per Client make hand-overs.
+func duplicates() *Scenario {
+	return &Scenario{
+		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
+		Why: "no script shortens a TTL or touches a later lock's key when a command arrives again",
+		run: func(t testing.TB) (*Report, error) {
+			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
+			var dups []*redlocktest.Duplicator
+			seed := uint64(1)
+			clients := newClients(t, 2, func() []redis.UniversalClient {
+				rdbs := nodeClients(t, procs)
+				for _, rdb := range rdbs {
+					dups = append(dups, redlocktest.Duplicate(t, rdb.(*redis.Client), redlocktest.DuplicateOptions{
+						Fraction: 0.3, MaxDelay: ttl, Seed: seed,
+					}))
+					seed++
+				}
+				return rdbs
+			}, quick)
+			rep := Workload{Clients: clients, TTL: ttl}.Run(t.Context(), 2*time.Second)
+			sent := 0
+			for _, d := range dups {
+				_, n := d.Counts()
+				sent += n
+			}
+			if sent == 0 {
+				return rep, fmt.Errorf("no command was delivered twice")
+			}
+			return rep, nil
+		},
+	}
 }
 
 // proxyClients returns a go-redis client through each proxy.

@@ -1,0 +1,306 @@
+// Command mutants is the negative control of the randomized nemesis: it applies each
+// known-bad change (a mutant) to a temporary copy of the repository (never to the
+// working tree), runs the nemesis soak of the mutant's schedule family on the copy
+// within a budget, and reports each mutant CAUGHT (the checker found a violation) or
+// SURVIVED. It exits non-zero if any mutant survived or could not be run: a checker
+// that catches none of them proves nothing.
+//
+//	go run ./cmd/mutants [-budget 90s] [-only name] [-runs n]
+//
+// Run it from anywhere inside the repository (make mutants does).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// edit replaces Old with New in File, where Old must occur exactly once; an empty Old
+// replaces the whole file.
+type edit struct {
+	File, Old, New string
+}
+
+// mutant is one known-bad change and the schedule family that shows it.
+type mutant struct {
+	Name   string
+	What   string
+	Family string
+	Edits  []edit
+}
+
+// oldHandOff is scripts/handoff.lua before the fix: it sets the key again with PX ttl
+// when the key already holds the new token, so a late copy of a hand-over shortens the
+// TTL that an Extend had raised.
+const oldHandOff = `local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] or cur == ARGV[2] or not cur then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+`
+
+var mutants = []mutant{{
+	Name:   "old-handoff",
+	What:   "handoff.lua re-SETs with PX when the key already holds the new token",
+	Family: "handoff",
+	Edits:  []edit{{File: "scripts/handoff.lua", New: oldHandOff}},
+}, {
+	Name:   "drift-0",
+	What:   "drift factor 0 (only the fixed 2 ms allowance), with node clocks running fast",
+	Family: "drift",
+	Edits: []edit{{File: "options.go",
+		Old: "o.DriftFactor = DefaultDriftFactor",
+		New: "o.DriftFactor = 0"}},
+}, {
+	Name:   "quorum-n/2",
+	What:   "quorum N/2 instead of N/2+1",
+	Family: "mixed",
+	Edits: []edit{{File: "quorum.go",
+		Old: "func (t tally) quorum() int { return t.n/2 + 1 }",
+		New: "func (t tally) quorum() int { return t.n / 2 }"}},
+}, {
+	Name:   "no-cleanup",
+	What:   "no clean-up after a failed attempt",
+	Family: "cleanup",
+	Edits: []edit{{File: "redlock.go",
+		Old: "\tc.cleanup(ctx, key, token, r)\n\tkind := ErrUnavailable",
+		New: "\tkind := ErrUnavailable"}},
+}, {
+	Name:   "extend-recreates",
+	What:   "Extend re-creates a missing key",
+	Family: "late-extend",
+	Edits: []edit{{File: "scripts/extend.lua",
+		Old: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return 0\nend",
+		New: "local cur = redis.call('GET', KEYS[1])\nif not cur then\n  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n  return 1\nend\nif cur ~= ARGV[1] then\n  return 0\nend"}},
+}}
+
+func main() {
+	budget := flag.Duration("budget", 90*time.Second, "how long each mutant's randomized run may take to catch it")
+	only := flag.String("only", "", "run only the mutant with this name")
+	runs := flag.Int("runs", 1, "independent randomized runs per mutant (each from a fresh seed); every one must catch it")
+	flag.Parse()
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(2)
+	}
+	files, err := trackedFiles(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mutants:", err)
+		os.Exit(2)
+	}
+	failed := 0
+	var summary []string
+	for _, m := range mutants {
+		if *only != "" && m.Name != *only {
+			continue
+		}
+		for i := range *runs {
+			line, ok := run(root, files, m, *budget)
+			if *runs > 1 {
+				line = fmt.Sprintf("%s run %d/%d: %s", m.Name, i+1, *runs, line[len(fmt.Sprintf("%-17s ", m.Name)):])
+			}
+			summary = append(summary, line)
+			if !ok {
+				failed++
+			}
+		}
+	}
+	fmt.Println("\nmutants:")
+	for _, l := range summary {
+		fmt.Println("  " + l)
+	}
+	if len(summary) == 0 {
+		fmt.Fprintln(os.Stderr, "mutants: no mutant named", *only)
+		os.Exit(2)
+	}
+	if failed > 0 {
+		fmt.Printf("%d of %d mutant runs did not catch their mutant\n", failed, len(summary))
+		os.Exit(1)
+	}
+	fmt.Printf("all %d mutant runs caught their mutant\n", len(summary))
+}
+
+var (
+	seedLine      = regexp.MustCompile(`^nemesis: seed (\d+) family `)
+	violationLine = regexp.MustCompile(`^NEMESIS VIOLATION seed=(\d+) family=(\S+): (.*)$`)
+)
+
+// run applies m to a fresh copy of the repository and runs its family's soak there.
+// It returns the summary line and whether m was caught.
+func run(root string, files []string, m mutant, budget time.Duration) (string, bool) {
+	fmt.Printf("=== mutant %s: %s (family %s, budget %v)\n", m.Name, m.What, m.Family, budget)
+	tmp, err := os.MkdirTemp("", "redlock-mutant-")
+	if err != nil {
+		return fmt.Sprintf("%-17s ERROR: %v", m.Name, err), false
+	}
+	defer os.RemoveAll(tmp)
+	if err := copyFiles(root, tmp, files); err != nil {
+		return fmt.Sprintf("%-17s ERROR: copying the tree: %v", m.Name, err), false
+	}
+	note := ""
+	for _, e := range m.Edits {
+		same, err := apply(tmp, e)
+		if err != nil {
+			return fmt.Sprintf("%-17s ERROR: %v (update the mutant to the code)", m.Name, err), false
+		}
+		if same {
+			note = " (note: the tree itself still has this defect)"
+		}
+	}
+	out := filepath.Join(tmp, "nemesis-out")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", (budget + 5*time.Minute).String(), "-run", "^TestSoak$", "-v", ".")
+	cmd.Dir = filepath.Join(tmp, "nemesis")
+	cmd.Env = append(os.Environ(), "NEMESIS_FAMILY="+m.Family, "NEMESIS_DURATION="+budget.String(), "NEMESIS_OUT="+out, "NEMESIS_SEED=")
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Sprintf("%-17s ERROR: %v", m.Name, err), false
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait(); pw.Close() }()
+	var log bytes.Buffer
+	schedules, caught, seed, what := 0, false, "", ""
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		log.WriteString(l + "\n")
+		if seedLine.MatchString(l) {
+			schedules++
+			fmt.Println("  " + l)
+		}
+		if v := violationLine.FindStringSubmatch(l); v != nil && !caught {
+			caught, seed, what = true, v[1], v[3]
+			fmt.Println("  " + l)
+		}
+	}
+	err = <-waited
+	took := time.Since(start).Round(time.Second)
+	switch {
+	case caught:
+		if len(what) > 160 {
+			what = what[:160] + "…"
+		}
+		return fmt.Sprintf("%-17s CAUGHT in schedule %d after %v (seed %d, replay: make soak SEED=%s FAMILY=%s): %s%s",
+			m.Name, schedules, took, mustAtoi(seed), seed, m.Family, what, note), true
+	case err == nil:
+		return fmt.Sprintf("%-17s SURVIVED %d schedules in %v%s", m.Name, schedules, took, note), false
+	}
+	tail := log.String()
+	if len(tail) > 3000 {
+		tail = tail[len(tail)-3000:]
+	}
+	fmt.Println(tail)
+	return fmt.Sprintf("%-17s ERROR: the run failed without a violation (%v)", m.Name, err), false
+}
+
+func mustAtoi(s string) int {
+	n := 0
+	fmt.Sscanf(s, "%d", &n)
+	return n
+}
+
+// repoRoot returns the top of the git work tree around the current directory.
+func repoRoot() (string, error) {
+	out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return "", fmt.Errorf("not inside the repository: %v", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// trackedFiles lists the files of the work tree as it is (committed or not, but not
+// ignored), relative to root.
+func trackedFiles(root string) ([]string, error) {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, f := range strings.Split(string(out), "\x00") {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// copyFiles copies files from root into dst, keeping their paths and modes.
+func copyFiles(root, dst string, files []string) error {
+	for _, f := range files {
+		src := filepath.Join(root, f)
+		info, err := os.Lstat(src)
+		if errors.Is(err, os.ErrNotExist) { // deleted in the work tree, not yet in git
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, f)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(to, b, info.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply makes one edit in the copy at dir; same reports that the file already was as
+// the mutant wants it.
+func apply(dir string, e edit) (same bool, err error) {
+	path := filepath.Join(dir, e.File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	text := string(b)
+	var next string
+	if e.Old == "" {
+		// Keep the file's leading comment block, replace the code after it.
+		header := commentHeader(text)
+		next = header + e.New
+		same = strings.TrimSpace(text[len(header):]) == strings.TrimSpace(e.New)
+	} else {
+		if n := strings.Count(text, e.Old); n != 1 {
+			return false, fmt.Errorf("%s: the text to replace occurs %d times, want once: %q", e.File, n, e.Old)
+		}
+		next = strings.Replace(text, e.Old, e.New, 1)
+	}
+	return same, os.WriteFile(path, []byte(next), 0o644)
+}
+
+// commentHeader returns the leading lines of a Lua file that are comments.
+func commentHeader(text string) string {
+	end := 0
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		end += len(line)
+	}
+	return text[:end]
+}
