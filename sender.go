@@ -158,25 +158,24 @@ func (s *sender) loop() {
 // send judges whether each call is still wanted, sends those that are, and delivers
 // every call's outcome.
 func (s *sender) send(batch []*nodeCall) {
-	out := batch[:0] // the calls to send, in order
+	// The calls to send, in order. (out never overtakes the calls still to judge in
+	// batch's array; once freed calls are put in front, batch is a new slice.)
+	out := batch[:0]
 	late := false
-	for _, c := range batch {
-		if c.r.abandoned.Load() {
-			// Its attempt failed and is being cleaned up: sending the SET now would
-			// only leave a key for the clean-up to delete, possibly after the next
-			// attempt's SET queued behind it met that key. (A dropped hand-over call
-			// leaves the old token, which the plain release queued behind it deletes.)
-			s.deliver(c, outNo, 0, nil)
-			continue
-		}
-		if c.parked && !c.always && !s.clock.Now().Before(c.r.deadline) {
-			// Waited behind a stalled call past its own node timeout: a stale extend
-			// would only pile up behind the stalled node.
-			s.deliver(c, outFailed, 0, errNodeBusy)
-			continue
-		}
-		if c.need != nil && !c.need(c.i) { // the earlier call has returned (enqueue)
-			s.deliver(c, outNo, 0, nil)
+	for len(batch) > 0 {
+		c := batch[0]
+		batch = batch[1:]
+		if s.dropped(c) {
+			// Calls parked behind a dropped call were freed to s.front: they go before
+			// the rest of this batch, as they would had the call been sent (a release
+			// after a failed hand-over must precede the waiter's SET).
+			s.mu.Lock()
+			if len(s.front) > 0 {
+				batch = append(append([]*nodeCall(nil), s.front...), batch...)
+				clear(s.front)
+				s.front = s.front[:0]
+			}
+			s.mu.Unlock()
 			continue
 		}
 		late = late || c.parked && c.ctx.Err() != nil
@@ -185,6 +184,32 @@ func (s *sender) send(batch []*nodeCall) {
 	if len(out) == 0 {
 		return
 	}
+	s.sendOut(out, late)
+}
+
+// dropped delivers c without sending it if it is no longer wanted, and reports that.
+func (s *sender) dropped(c *nodeCall) bool {
+	switch {
+	case c.r.abandoned.Load():
+		// Its attempt failed and is being cleaned up: sending the SET now would only
+		// leave a key for the clean-up to delete, possibly after the next attempt's SET
+		// queued behind it met that key. (A dropped hand-over call leaves the old
+		// token, which the plain release parked behind it deletes.)
+		s.deliver(c, outNo, 0, nil)
+	case c.parked && !c.always && !s.clock.Now().Before(c.r.deadline):
+		// Waited behind a stalled call past its own node timeout: a stale extend would
+		// only pile up behind the stalled node.
+		s.deliver(c, outFailed, 0, errNodeBusy)
+	case c.need != nil && !c.need(c.i): // the earlier call has returned (enqueue)
+		s.deliver(c, outNo, 0, nil)
+	default:
+		return false
+	}
+	return true
+}
+
+// sendOut sends the calls that are still wanted and delivers their outcomes.
+func (s *sender) sendOut(out []*nodeCall, late bool) {
 	// The batch goes out under the call context with the latest deadline (each bounds
 	// waiting for a connection and dialling); under a fresh node timeout if all have
 	// passed while the calls waited behind an earlier batch, or if the batch carries a
