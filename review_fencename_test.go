@@ -70,3 +70,22 @@ func TestFenceSurvivesClientKind(t *testing.T) {
 		t.Fatalf("token %d after token %d on the same servers: the members' client type changed, and with it the counter's name", lock.Fence(), high)
 	}
 }
+
+// tracedCluster is a type that embeds a Cluster client, as instrumentation wrappers
+// do; New, CheckNodes and the address check see through it (they look for an
+// Options() *redis.ClusterOptions method), the counter naming does not.
+type tracedCluster struct{ *redis.ClusterClient }
+
+// TestFenceKeyOfWrappedCluster (review): isCluster asserts the concrete type, so a
+// member that embeds *redis.ClusterClient gets the plain name KEY:fence, which is in
+// another hash slot than KEY for most keys: every fenced step on that member fails
+// with CROSSSLOT (permanent: on a majority Acquire stops at once), and the name
+// differs from the one the same cluster gets when passed unwrapped.
+func TestFenceKeyOfWrappedCluster(t *testing.T) {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer cc.Close()
+	wrapped := tracedCluster{cc}
+	if got, want := redlock.FenceKey(wrapped, "orders"), redlock.FenceKey(cc, "orders"); got != want {
+		t.Errorf("FenceKey of a wrapped cluster client = %q, of the client itself %q", got, want)
+	}
+}
