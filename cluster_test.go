@@ -115,14 +115,14 @@ func clusterFencing(t *testing.T, m *members) {
 			if err := safety.FenceViolation(grants); err != nil {
 				t.Fatal(err)
 			}
-			// The counters are where FenceKey says, at the last token on a majority.
+			// The counters are where FenceKeys says, at the last token on a majority.
 			var last uint64
 			for _, g := range grants {
 				last = max(last, g.Fence)
 			}
 			at := 0
 			for _, rdb := range admins {
-				if v, _ := rdb.Get(ctx, redlock.FenceKey(rdb, key)).Uint64(); v == last {
+				if v, _ := rdb.Get(ctx, redlock.FenceKeys(rdb, key)[0]).Uint64(); v == last {
 					at++
 				}
 			}
@@ -269,7 +269,7 @@ func clusterHealing(t *testing.T, m *members, fencing bool) {
 	}
 	lock.WaitForCalls()
 	member := m.clusters[0].ClusterClient()
-	counter := redlock.FenceKey(member, key)
+	counter := redlock.FenceKeys(member, key)[0]
 	masterOf(t, m.clusters[0], key).Restart(redlocktest.NoPersistence)
 	// The restarted master answers CLUSTERDOWN for a moment, until it rejoins.
 	eventually(t, "the restarted master to answer, without the key and its counter", func() bool {

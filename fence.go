@@ -7,39 +7,47 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// FenceKey returns the name of the fencing counter that a Client with Options.Fencing
-// keeps for key on the member rdb, for tools that inspect the nodes (redlock status).
+// FenceKeys returns the names under which a Client with Options.Fencing keeps key's
+// fencing counter on the member rdb, for tools that inspect the nodes (redlock
+// status). The counter's value is the largest of them; a missing one counts as 0.
 //
-// On a plain, Sentinel-managed or Ring member it is KEY:fence. A script on a Redis
-// Cluster may only touch keys of one hash slot, so on a *redis.ClusterClient member the
-// counter must share KEY's slot: it is KEY:fence when that name is in KEY's slot
-// (always when KEY has a hash tag, a non-empty {...}; by chance for a few other keys);
-// otherwise fence:{KEY} when KEY contains no "}" (the braces make KEY itself the hash
-// tag), and fence:{T}{KEY} for the remaining keys, where T is four characters of
-// "@A-O" chosen so that T hashes to KEY's slot. Different keys never get the same
-// counter name on a node. Do not use a counter's name as a lock key. The name depends
-// on the kind of client: switching a member between a plain and a cluster client
-// (redis.NewFailoverClusterClient is one) renames the counters of keys without a tag,
-// which is like replacing the node (docs/safety.md: a new node first gets the highest
-// counter of the old set).
-func FenceKey(rdb redis.UniversalClient, key string) string {
-	return fenceKey(key, isCluster(rdb))
+// The first name is the same on every kind of member and lies in KEY's Redis Cluster
+// hash slot, as a script on a Cluster may only touch keys of one slot: KEY:fence when
+// that name is in KEY's slot (always when KEY has a hash tag, a non-empty {...}; by
+// chance for a few other keys); otherwise fence:{KEY} when KEY contains no "}" (the
+// braces make KEY itself the hash tag), and fence:{T}{KEY} for the remaining keys, where
+// T is four characters of "@A-O" chosen so that T hashes to KEY's slot. Different keys
+// never get the same counter name. Do not use a counter's name as a lock key.
+//
+// On a member that is not a Cluster client, and where the first name is not KEY:fence,
+// the second is KEY:fence, the only name before Cluster members were handled: every
+// fenced step reads both and raises both, so counters kept by earlier versions stay
+// valid, and a member may switch between a plain and a cluster client without any
+// counter going back.
+func FenceKeys(rdb redis.UniversalClient, key string) []string {
+	return fenceKeys(key, isCluster(rdb))[1:]
 }
 
-// fenceKey names the fencing counter of a lock key on a node that is a Redis Cluster
-// (cluster) or not. Names of the first kind end in ":fence", the others in "}", so
-// the kinds never meet; within each, the key can be read back from the name
-// (fencekey_test.go checks it), so two keys never share a counter.
-func fenceKey(key string, cluster bool) string {
-	name := key + ":fence"
-	if !cluster {
-		return name // as before clusters were handled: existing counters stay valid
+// fenceKeys returns the KEYS of a fenced step on a node that is a Redis Cluster client
+// (cluster) or not: the lock key, then the counter's names (see FenceKeys).
+func fenceKeys(key string, cluster bool) []string {
+	name, legacy := fenceName(key), key+":fence"
+	if cluster || name == legacy {
+		return []string{key, name}
 	}
+	return []string{key, name, legacy}
+}
+
+// fenceName names the fencing counter of a lock key in the key's hash slot. Names end
+// in ":fence" or in "}", and the key can be read back from each (fencekey_test.go
+// checks it), so two keys never share a counter.
+func fenceName(key string) string {
+	name := key + ":fence"
 	slot := hashSlot(key)
 	switch {
 	case hashSlot(name) == slot:
-		// Every key with a hash tag, and any other key whose counter worked before
-		// clusters were handled: its counter keeps its name, and its value.
+		// Every key with a hash tag, and any other key whose counter worked on a
+		// Cluster before: its counter keeps its name, and its value.
 		return name
 	case strings.IndexByte(key, '}') < 0:
 		return "fence:{" + key + "}"
@@ -47,9 +55,10 @@ func fenceKey(key string, cluster bool) string {
 	return "fence:{" + slotTag(slot) + "}{" + key + "}"
 }
 
-// isCluster reports whether a member is a Redis Cluster client.
+// isCluster reports whether a member is a Redis Cluster client, also one embedded in
+// another type (as instrumentation wrappers do).
 func isCluster(rdb redis.UniversalClient) bool {
-	_, ok := rdb.(*redis.ClusterClient)
+	_, ok := rdb.(interface{ Options() *redis.ClusterOptions })
 	return ok
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,11 +104,16 @@ func TestFenceKeyNames(t *testing.T) {
 		{chance, chance + ":fence"},                                 // no tag, but KEY:fence in its slot
 	}
 	for _, tt := range tests {
-		if got := fenceKey(tt.key, false); got != tt.key+":fence" {
-			t.Errorf("plain node: fenceKey(%q) = %q, want %q", tt.key, got, tt.key+":fence")
+		if got := fenceKeys(tt.key, true); !slices.Equal(got, []string{tt.key, tt.cluster}) {
+			t.Errorf("cluster: fenceKeys(%q) = %q, want the key and %q", tt.key, got, tt.cluster)
 		}
-		if got := fenceKey(tt.key, true); got != tt.cluster {
-			t.Errorf("cluster: fenceKey(%q) = %q, want %q", tt.key, got, tt.cluster)
+		// A plain node keeps the older name KEY:fence too, where it differs.
+		want := []string{tt.key, tt.cluster}
+		if tt.cluster != tt.key+":fence" {
+			want = append(want, tt.key+":fence")
+		}
+		if got := fenceKeys(tt.key, false); !slices.Equal(got, want) {
+			t.Errorf("plain node: fenceKeys(%q) = %q, want %q", tt.key, got, want)
 		}
 	}
 }
@@ -138,15 +144,15 @@ func keyOfCounter(name string) (string, bool) {
 // checkFenceKey checks the properties of one key's counter names.
 func checkFenceKey(t *testing.T, key string) {
 	t.Helper()
-	if plain := fenceKey(key, false); plain != key+":fence" {
-		t.Fatalf("plain node: fenceKey(%q) = %q", key, plain)
-	}
-	name := fenceKey(key, true)
+	name := fenceName(key)
 	if hashSlot(name) != hashSlot(key) {
-		t.Fatalf("cluster: fenceKey(%q) = %q is in slot %d, the key in %d", key, name, hashSlot(name), hashSlot(key))
+		t.Fatalf("fenceName(%q) = %q is in slot %d, the key in %d", key, name, hashSlot(name), hashSlot(key))
 	}
 	if back, ok := keyOfCounter(name); !ok || back != key {
-		t.Fatalf("cluster: fenceKey(%q) = %q reads back as %q, %v", key, name, back, ok)
+		t.Fatalf("fenceName(%q) = %q reads back as %q, %v", key, name, back, ok)
+	}
+	if plain := fenceKeys(key, false); plain[1] != name || plain[len(plain)-1] != key+":fence" {
+		t.Fatalf("plain node: fenceKeys(%q) = %q, want %q and %q", key, plain, name, key+":fence")
 	}
 }
 
@@ -186,7 +192,7 @@ func TestFenceKeyRandom(t *testing.T) {
 	names := make(map[string]string)
 	for _, key := range sampleKeys(rand.New(rand.NewPCG(3, 4)), 100000) {
 		checkFenceKey(t, key)
-		name := fenceKey(key, true)
+		name := fenceName(key)
 		if other, ok := names[name]; ok && other != key {
 			t.Fatalf("keys %q and %q share the counter %q", key, other, name)
 		}
@@ -206,7 +212,7 @@ func TestFenceKeySlotsOnRedis(t *testing.T) {
 	}
 	var names []string
 	for _, k := range keys {
-		names = append(names, k, fenceKey(k, true))
+		names = append(names, k, fenceName(k))
 	}
 	pipe := node.Pipeline()
 	for _, name := range names {

@@ -38,8 +38,8 @@ type step struct {
 	judge  func(v int64) outcome
 }
 
-// counted reports whether the step's KEYS[2] is the fencing counter of KEYS[1], whose
-// name depends on the node (fenceKey): Client.start then gives each node its own.
+// counted reports whether the step's KEYS after the first are the fencing counter's
+// names, which depend on the kind of node (fenceKeys): Client.start adds them per node.
 func (st step) counted() bool {
 	return st.script == stepFenceRead.script || st.script == stepFencedAcquire.script
 }

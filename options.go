@@ -53,9 +53,9 @@ type Options struct {
 	// Fencing makes every Acquire also obtain a fencing token (Lock.Fence) that is
 	// strictly greater than the token of every lock on the same key acquired before this
 	// one started, so a resource can reject writes from a holder that lost the lock.
-	// Each key gets a counter key without TTL on every node: KEY:fence, or on a Redis
-	// Cluster member (a *redis.ClusterClient) a name in KEY's hash slot, KEY:fence
-	// itself when KEY has a hash tag; FenceKey gives the name. Off by default: the
+	// Each key gets a counter key without TTL on every node, named in KEY's hash slot
+	// (KEY:fence when KEY has a hash tag) and on a plain node also kept as KEY:fence;
+	// FenceKeys gives the names. Off by default: the
 	// guarantee needs durable counters (appendonly yes, appendfsync always), no
 	// failover behind a node, maxmemory-policy noeviction and a fixed set of nodes; see
 	// docs/safety.md.

@@ -128,8 +128,8 @@ func (r *round) lacks(i int) bool {
 // call is sent anyway when always is set (a release must land), and dropped otherwise
 // (stale extends would only pile up behind a stalled node). need, when not nil, is asked
 // once the earlier call has returned whether node i needs this call at all; a node that
-// does not gets none and counts as having answered no. keys are those of a plain node;
-// a Cluster member gets its own fencing counter name in a step that uses one.
+// does not gets none and counts as having answered no. A step that uses the fencing
+// counter is given the lock key only: each node gets the counter's names for its kind.
 func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after *round, always bool, need func(i int) bool) *round {
 	n := len(c.nodes)
 	r := &round{
@@ -154,14 +154,18 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	for i := range c.nodes {
 		r.calls[i].done = make(chan struct{})
 	}
-	var clusterKeys []string // made on first need: the counter in KEY's hash slot
+	var withCounter [2][]string // a fenced step's KEYS for plain and Cluster nodes, made once
 	for i := range c.nodes {
 		nodeKeys := keys
-		if c.nodes[i].cluster && st.counted() {
-			if clusterKeys == nil {
-				clusterKeys = []string{keys[0], fenceKey(keys[0], true)}
+		if st.counted() {
+			kind := 0
+			if c.nodes[i].cluster {
+				kind = 1
 			}
-			nodeKeys = clusterKeys
+			if withCounter[kind] == nil {
+				withCounter[kind] = fenceKeys(keys[0], kind == 1)
+			}
+			nodeKeys = withCounter[kind]
 		}
 		call := callPool.Get().(*nodeCall)
 		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: args, need: need, always: always}

@@ -440,7 +440,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
 		return lock, qe, nil
 	}
-	keys := []string{key, fenceKey(key, false)} // Client.start renames the counter per node
+	keys := []string{key} // Client.start adds the counter's names per node
 	fence, qe := c.proposal(ctx, key, keys)
 	if qe != nil {
 		return nil, qe, nil
@@ -723,7 +723,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
 	if l.fence > 0 {
-		st, keys, args = stepFencedAcquire, []string{l.key, fenceKey(l.key, false)}, append(args, l.fence)
+		st, args = stepFencedAcquire, append(args, l.fence)
 	}
 	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
 }

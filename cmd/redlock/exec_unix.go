@@ -59,7 +59,7 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	wait := fs.Duration("wait", 0, "give up (exit 75) if the lock is not acquired within this time;\n0 waits until it is")
 	nonblock := fs.Bool("nonblock", false, "make one attempt and give up at once (exit 75) if the lock is held")
 	grace := fs.Duration("grace", 0, "when the lock is lost: time from SIGTERM to SIGKILL (default ttl/20;\nat most 3·ttl/40, so SIGKILL lands at least ttl/40 before the validity ends)")
-	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter KEY:fence on each node)")
+	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter per key on each node)")
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
 	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
 	pos, done, code := fs.parse(e, args, false)

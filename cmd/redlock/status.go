@@ -21,8 +21,8 @@ import (
 const statusAbout = `
 Shows, for KEY on every node: whether the node answered, the token of the holder
 (shortened), the key's remaining time to live (PTTL) and the fencing counter (written
-when locks are taken with --fence: KEY:fence, or on a Cluster member a name in KEY's
-hash slot such as fence:{KEY}). The last line is the verdict:
+when locks are taken with --fence: a name in KEY's hash slot such as fence:{KEY}, and
+on a plain node also KEY:fence; the larger is shown). The last line is the verdict:
 
   held     one token is on a majority of the nodes
   free     no node that answered has the key, and too few could not be read to hide
@@ -103,14 +103,17 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	defer cancel()
 
 	st := nodeStatus{name: s.name}
-	var get, fence *redis.StringCmd
+	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
-	// On a Cluster member the three commands go to the master of KEY's slot, which
-	// also holds the counter (redlock.FenceKey keeps it in that slot).
+	var fences []*redis.StringCmd
+	// On a Cluster member the commands go to the master of KEY's slot, which also
+	// holds the counter (redlock.FenceKeys keeps it in that slot).
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		pttl = p.PTTL(ctx, key)
-		fence = p.Get(ctx, redlock.FenceKey(rdb, key))
+		for _, name := range redlock.FenceKeys(rdb, key) {
+			fences = append(fences, p.Get(ctx, name))
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -119,8 +122,29 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	}
 	st.token, _ = get.Result()
 	st.pttl = pttl.Val()
-	st.fence, _ = fence.Result()
+	st.fence = highest(fences)
 	return st
+}
+
+// highest returns the counter kept under several names: the largest value, "" when
+// none exists, and a value that is not a number as it is (the key is not a counter).
+func highest(cmds []*redis.StringCmd) string {
+	best := int64(-1)
+	for _, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return v
+		}
+		best = max(best, n)
+	}
+	if best < 0 {
+		return ""
+	}
+	return strconv.FormatInt(best, 10)
 }
 
 // snapshotClient returns a client for a read-only snapshot of the node: every phase

@@ -52,7 +52,7 @@ func TestStatusClusterMember(t *testing.T) {
 		if got := len(regexp.MustCompile(`(?m)… +\d+(?:\.\d+)?s +1$`).FindAllString(r.stdout, -1)); got != 3 {
 			t.Errorf("%s: %d rows with PTTL and fence 1, want 3:\n%s", key, got, r.stdout)
 		}
-		if counter := redlock.FenceKey(cc, key); cc.Get(t.Context(), counter).Val() != "1" {
+		if counter := redlock.FenceKeys(cc, key)[0]; cc.Get(t.Context(), counter).Val() != "1" {
 			t.Errorf("%s: the cluster's counter %s is not 1", key, counter)
 		}
 		if err := lock.Release(t.Context()); err != nil {
