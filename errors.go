@@ -153,6 +153,14 @@ func permanent(err error) bool {
 		return false
 	}
 	msg := reply.Error()
+	if strings.HasPrefix(msg, "ERR Error running script") {
+		// Before Redis 7 an error that a command inside the script raised comes
+		// wrapped, its own reply after ": -" (READONLY during a failover, OOM for a
+		// moment): that reply decides. Without one, the script itself failed.
+		if i := strings.Index(msg, ": -"); i >= 0 {
+			msg = msg[i+len(": -"):]
+		}
+	}
 	for _, p := range permanentReplies {
 		if strings.HasPrefix(msg, p) {
 			return true
