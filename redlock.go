@@ -50,8 +50,9 @@ type Client struct {
 //     Addresses are compared after normalising IP literals (an IPv4-mapped IPv6
 //     address is the IPv4 address) and resolving host names, all at once and for at
 //     most half a second (a name that does not resolve in time stands for itself, so
-//     New works while DNS is down); unix sockets by path. CheckNodes finds the rest
-//     (a proxy, another interface of the same host) by the servers' run_id;
+//     New works while DNS is down); unix sockets by path; a client with a Dialer of
+//     its own decides itself where it connects and is not compared. CheckNodes finds
+//     the rest (a proxy, another interface of the same host) by the servers' run_id;
 //   - a client with ContextTimeoutEnabled, with an error wrapping ErrNodeConfig: it
 //     breaks an ordering rule, that a call counts as finished only once go-redis gave
 //     up on it, so that a lock's release is sent after its SET has really left.

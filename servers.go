@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,18 @@ const resolveTimeout = 500 * time.Millisecond
 // lookupNetIP resolves host names (a variable for the tests).
 var lookupNetIP = net.DefaultResolver.LookupNetIP
 
+// ownDialer reports whether a client was given a Dialer of its own: one that is not
+// go-redis's (the default that every client without one gets, or a Sentinel client's).
+// Only the function's package can tell them apart: go-redis's default is a closure,
+// and inlining gives copies of it different code pointers.
+func ownDialer(d func(context.Context, string, string) (net.Conn, error)) bool {
+	if d == nil {
+		return false
+	}
+	fn := runtime.FuncForPC(reflect.ValueOf(d).Pointer())
+	return fn == nil || !strings.HasPrefix(fn.Name(), "github.com/redis/go-redis/v9.")
+}
+
 // dialTarget is one address a member dials: a TCP host and port, or something that
 // stands for itself (a unix socket path, a member whose addresses are not known).
 type dialTarget struct {
@@ -36,7 +50,8 @@ type dialTarget struct {
 
 // dialTargets returns the addresses a member's client dials: its address for a plain
 // client, its seed addresses for a Cluster client, its shards for a Ring. A
-// Sentinel-managed client and unknown types stand for themselves (by name).
+// Sentinel-managed client and unknown types stand for themselves (by name); a client
+// with its own Dialer has none.
 func dialTargets(rdb redis.UniversalClient, name string) []dialTarget {
 	tcp := func(addr string) dialTarget {
 		host, port, err := net.SplitHostPort(addr)
@@ -45,25 +60,37 @@ func dialTargets(rdb redis.UniversalClient, name string) []dialTarget {
 		}
 		return dialTarget{host: host, port: port}
 	}
+	// A client with its own Dialer decides itself where it connects (a tunnel, a
+	// bastion, a mesh): its address says nothing, and only CheckNodes' run_id can tell.
 	switch c := rdb.(type) {
 	case interface{ Options() *redis.Options }:
 		o := c.Options()
 		switch {
 		case o.Addr == "FailoverClient": // go-redis's placeholder for Sentinel clients
 			return []dialTarget{{opaque: name}}
+		case ownDialer(o.Dialer):
+			return nil
 		case o.Network == "unix":
 			return []dialTarget{{opaque: "unix:" + filepath.Clean(o.Addr)}}
 		}
 		return []dialTarget{tcp(o.Addr)}
 	case interface{ Options() *redis.ClusterOptions }:
+		o := c.Options()
+		if ownDialer(o.Dialer) {
+			return nil
+		}
 		var out []dialTarget
-		for _, addr := range c.Options().Addrs {
+		for _, addr := range o.Addrs {
 			out = append(out, tcp(addr))
 		}
 		return out
 	case interface{ Options() *redis.RingOptions }:
+		o := c.Options()
+		if ownDialer(o.Dialer) {
+			return nil
+		}
 		var out []dialTarget
-		for _, addr := range c.Options().Addrs {
+		for _, addr := range o.Addrs {
 			out = append(out, tcp(addr))
 		}
 		return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,11 +12,11 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// TestNewAcceptsSameAddrOtherDialers (review): New compares the addresses the members'
+// TestNewAcceptsSameAddrOtherDialers: New compares the addresses the members
 // options name, but a client with its own Dialer decides itself where it connects (a
 // tunnel, a bastion, a service mesh per region, each member's "redis:6379" being
 // another server). Here three members named by one address dial three different
-// servers: they are three votes, yet New refuses them as one server.
+// servers: they are three votes, and New must not refuse them as one server.
 func TestNewAcceptsSameAddrOtherDialers(t *testing.T) {
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	var members []redis.UniversalClient
@@ -42,7 +43,7 @@ func TestNewAcceptsSameAddrOtherDialers(t *testing.T) {
 	if err := c.CheckNodes(t.Context()); err != nil {
 		t.Logf("CheckNodes: %v", err)
 	}
-	lock, err := c.Acquire(t.Context(), "k", 1e9)
+	lock, err := c.Acquire(t.Context(), "k", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
