@@ -9,16 +9,15 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// TestFailedHandOffReleaseBeforeWaiter (review): after a failed hand-over, Release
-// queues the plain release (both tokens) and only then tells the waiter, so that "its
-// calls queue behind this release on every node, so they do not meet our stale keys".
-// That holds while the hand-over call to a node is out, but not while it is still
-// queued: the sender drops the abandoned hand-over call and frees the release parked
-// behind it into s.front, yet the waiter's SET, taken in the same batch, goes out first
-// and meets the old token. Here node 3's sender is busy (a reply held), so its
-// hand-over call is still queued when the waiter attempts; the same can happen on an
-// idle node when the hand-over gave up before its sender took the call. The waiter may
-// attempt twice in all (MaxAttempts 2): once before it queued, once after it was told.
+// TestFailedHandOffReleaseBeforeWaiter: after a failed hand-over, Release queues the
+// plain release (both tokens) and only then tells the waiter, so that the waiter's
+// calls go behind that release on every node and do not meet our stale keys. That must
+// also hold while the hand-over call to a node is still queued, not sent: the sender
+// drops the abandoned call and frees the release parked behind it, which must go out
+// before the waiter's SET taken in the same batch (it went one batch later). Here node
+// 3's sender is busy (a reply held), so its hand-over call is still queued when the
+// waiter attempts. The waiter may attempt twice in all (MaxAttempts 2): once before it
+// queued, once after it was told.
 func TestFailedHandOffReleaseBeforeWaiter(t *testing.T) {
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	rdbs := redistest.Clients(servers)
