@@ -15,7 +15,8 @@ import (
 //
 //   - lease mutex (porcupine): a granted lock is valid from the moment its Acquire (or
 //     TryAcquire, or Do's call of fn) returned until its final Until, or until its
-//     Release was invoked if that came first (for Do: until fn saw its context end).
+//     Release was invoked if that came first (for Do: until fn saw its context end; with
+//     KeepAlive: at least until the worker saw KeepAlive's context end).
 //     No two such windows of one key overlap. Each grant is an acquire operation from
 //     the call's invocation to its return, and its window's end a release operation;
 //     the history must be linearizable against a mutex. Failed calls granted nothing
@@ -81,7 +82,8 @@ type Window struct {
 	Grant, End    int64
 	Until         int64
 	Fence         uint64
-	Released      bool // its Release was called
+	Kept          int64 // a KeepAlive session: when the worker stopped relying on its context
+	Released      bool  // its Release was called
 	LastActivity  int64
 	ReleaseOK     bool
 	ReleaseReturn int64
@@ -138,6 +140,13 @@ func windows(recs []Record, base int64) []Window {
 					w.Until = r.Until - base
 				}
 			}
+		case OpKeepAlive:
+			// The worker relied on KeepAlive's context until it saw it end (or stopped
+			// it): KeepAlive promises the lock valid all that time, whatever Until said
+			// before a renewal.
+			if w != nil {
+				w.Kept = max(w.Kept, r.Ret-base)
+			}
 		case OpRelease:
 			if w != nil {
 				w.Released, w.ReleaseOK, w.ReleaseReturn = true, r.Ok, r.Ret-base
@@ -153,6 +162,7 @@ func windows(recs []Record, base int64) []Window {
 		if w.End < 0 { // no end recorded (the worker died): valid to its Until at least
 			w.End = max(w.Until, w.Grant)
 		}
+		w.End = max(w.End, w.Kept)
 		out = append(out, w)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Grant < out[j].Grant })

@@ -31,11 +31,13 @@ type edit struct {
 	File, Old, New string
 }
 
-// mutant is one known-bad change and the schedule family that shows it.
+// mutant is one known-bad change, the schedule family that shows it, and the check
+// that must see it (a violation of another check does not count as catching it).
 type mutant struct {
 	Name   string
 	What   string
 	Family string
+	Check  string // "lease mutex", "availability", ...: nemesis.Violation.Check
 	Edits  []edit
 }
 
@@ -54,11 +56,13 @@ var mutants = []mutant{{
 	Name:   "old-handoff",
 	What:   "handoff.lua re-SETs with PX when the key already holds the new token",
 	Family: "handoff",
+	Check:  "lease mutex",
 	Edits:  []edit{{File: "scripts/handoff.lua", New: oldHandOff}},
 }, {
 	Name:   "drift-0",
 	What:   "drift factor 0 (only the fixed 2 ms allowance), with node clocks running fast",
 	Family: "drift",
+	Check:  "lease mutex",
 	Edits: []edit{{File: "options.go",
 		Old: "o.DriftFactor = DefaultDriftFactor",
 		New: "o.DriftFactor = 0"}},
@@ -66,6 +70,7 @@ var mutants = []mutant{{
 	Name:   "quorum-n/2",
 	What:   "quorum N/2 instead of N/2+1",
 	Family: "mixed",
+	Check:  "lease mutex",
 	Edits: []edit{{File: "quorum.go",
 		Old: "func (t tally) quorum() int { return t.n/2 + 1 }",
 		New: "func (t tally) quorum() int { return t.n / 2 }"}},
@@ -73,6 +78,7 @@ var mutants = []mutant{{
 	Name:   "no-cleanup",
 	What:   "no clean-up after a failed attempt",
 	Family: "cleanup",
+	Check:  "availability",
 	Edits: []edit{{File: "redlock.go",
 		Old: "\tc.cleanup(ctx, key, token, r)\n\tkind := ErrUnavailable",
 		New: "\tkind := ErrUnavailable"}},
@@ -80,6 +86,7 @@ var mutants = []mutant{{
 	Name:   "extend-recreates",
 	What:   "Extend re-creates a missing key",
 	Family: "late-extend",
+	Check:  "lease mutex",
 	Edits: []edit{{File: "scripts/extend.lua",
 		Old: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return 0\nend",
 		New: "local cur = redis.call('GET', KEYS[1])\nif not cur then\n  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n  return 1\nend\nif cur ~= ARGV[1] then\n  return 0\nend"}},
@@ -172,7 +179,7 @@ func run(root string, files []string, m mutant, budget time.Duration) (string, b
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait(); pw.Close() }()
 	var log bytes.Buffer
-	schedules, caught, seed, what := 0, false, "", ""
+	schedules, caught, seed, what, other := 0, false, "", "", ""
 	sc := bufio.NewScanner(pr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -183,8 +190,12 @@ func run(root string, files []string, m mutant, budget time.Duration) (string, b
 			fmt.Println("  " + l)
 		}
 		if v := violationLine.FindStringSubmatch(l); v != nil && !caught {
-			caught, seed, what = true, v[1], v[3]
 			fmt.Println("  " + l)
+			if strings.HasPrefix(v[3], m.Check+" on ") {
+				caught, seed, what = true, v[1], v[3]
+			} else if other == "" {
+				other = v[3]
+			}
 		}
 	}
 	err = <-waited
@@ -196,6 +207,10 @@ func run(root string, files []string, m mutant, budget time.Duration) (string, b
 		}
 		return fmt.Sprintf("%-17s CAUGHT in schedule %d after %v (seed %d, replay: make soak SEED=%s FAMILY=%s): %s%s",
 			m.Name, schedules, took, mustAtoi(seed), seed, m.Family, what, note), true
+	case other != "":
+		// Another check fired: a false alarm or a side effect, not this mutant's proof.
+		return fmt.Sprintf("%-17s NOT CAUGHT by the %s check in %d schedules (%v); another check fired: %s%s",
+			m.Name, m.Check, schedules, took, other, note), false
 	case err == nil:
 		return fmt.Sprintf("%-17s SURVIVED %d schedules in %v%s", m.Name, schedules, took, note), false
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,9 @@ import (
 func TestMutantsApply(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
 	for _, m := range mutants {
+		if !slices.Contains([]string{"lease mutex", "fenced register", "fencing order", "availability"}, m.Check) {
+			t.Errorf("%s: the check that must catch it is %q, not one of the nemesis' checks", m.Name, m.Check)
+		}
 		for _, e := range m.Edits {
 			b, err := os.ReadFile(filepath.Join(root, e.File))
 			if err != nil {

@@ -5,14 +5,12 @@ import (
 	"time"
 )
 
-// TestKeepAliveContextOutlivesLock (review): a KeepAlive session relies on the context
+// TestKeepAliveContextOutlivesLock: a KeepAlive session relies on the context
 // KeepAlive returns, which must end "at the latest at Until − ttl/10" when renewals
-// fail. Its window in the lease-mutex check ends at the lock's final Until (or the
-// Release), not when the worker stopped relying on that context, so a KeepAlive that
-// leaves its context live after its renewals failed is not seen: here the worker's
-// context lasted to 2000 ms while its last Until was 1000 ms, and b held the key from
-// 1200 ms to 1500 ms. Do sessions get the analogous window (fn's run) and would be
-// caught.
+// fail. So its window in the lease-mutex check lasts at least until the worker saw that
+// context end, not only to the lock's last Until: here the worker's context lasted to
+// 2000 ms while its last Until was 1000 ms, and b held the key from 1200 ms to 1500 ms,
+// which must be reported (it was not, when the window ended at Until).
 func TestKeepAliveContextOutlivesLock(t *testing.T) {
 	m := int64(time.Millisecond)
 	a := []Record{
