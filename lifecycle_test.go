@@ -392,16 +392,7 @@ func TestUntilStaysBackAfterALossInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock.WaitForCalls()
-	gate.armed.Store(true)
-	others.armed.Store(true)
-	extended := make(chan error, 1)
-	go func() { extended <- lock.Extend(ctx, time.Minute) }()
-	waitHeld(t, gate)
-	waitHeld(t, others)
-	waitHeld(t, others)
-	gate.armed.Store(false)
-	others.armed.Store(false)
+	extended := heldExtend(t, lock, gate, others)
 	lostAt := time.Now()
 	lock.LoseAt(lostAt)
 	gate.release()

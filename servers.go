@@ -3,11 +3,14 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,26 +79,25 @@ func dialTargets(rdb redis.UniversalClient, name string) []dialTarget {
 		return []dialTarget{tcp(o.Addr)}
 	case interface{ Options() *redis.ClusterOptions }:
 		o := c.Options()
-		if ownDialer(o.Dialer) {
-			return nil
-		}
-		var out []dialTarget
-		for _, addr := range o.Addrs {
-			out = append(out, tcp(addr))
-		}
-		return out
+		return each(o.Dialer, slices.Values(o.Addrs), tcp)
 	case interface{ Options() *redis.RingOptions }:
 		o := c.Options()
-		if ownDialer(o.Dialer) {
-			return nil
-		}
-		var out []dialTarget
-		for _, addr := range o.Addrs {
-			out = append(out, tcp(addr))
-		}
-		return out
+		return each(o.Dialer, maps.Values(o.Addrs), tcp)
 	}
 	return []dialTarget{{opaque: name}}
+}
+
+// each returns the targets of a Cluster's seeds or a Ring's shards, none when the
+// client dials with a Dialer of its own.
+func each(d func(context.Context, string, string) (net.Conn, error), addrs iter.Seq[string], tcp func(string) dialTarget) []dialTarget {
+	if ownDialer(d) {
+		return nil
+	}
+	var out []dialTarget
+	for addr := range addrs {
+		out = append(out, tcp(addr))
+	}
+	return out
 }
 
 // serverKeys returns the keys that identify the servers behind the targets: for TCP,

@@ -209,6 +209,24 @@ func stackShows(names ...string) bool {
 	return false
 }
 
+// heldExtend starts an Extend of lock (to its TTL again: a minute) in the background
+// and returns once every node of a gatedCluster has run it and holds its reply, until
+// the gates are released; the Extend's error comes on the channel then.
+func heldExtend(t *testing.T, lock *redlock.Lock, gate, others *replyGate) <-chan error {
+	t.Helper()
+	lock.WaitForCalls()
+	gate.armed.Store(true)
+	others.armed.Store(true)
+	extended := make(chan error, 1)
+	go func() { extended <- lock.Extend(t.Context(), time.Minute) }()
+	waitHeld(t, gate)
+	waitHeld(t, others)
+	waitHeld(t, others)
+	gate.armed.Store(false)
+	others.armed.Store(false)
+	return extended
+}
+
 // TestKeepAliveDuringRelease: a KeepAlive called while a Release waits for the lock's
 // step in progress (an Extend whose replies are held) must not outlive the Release:
 // its context ends no later than Release returns.
@@ -219,16 +237,7 @@ func TestKeepAliveDuringRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock.WaitForCalls()
-	gate.armed.Store(true)
-	others.armed.Store(true)
-	extended := make(chan error, 1)
-	go func() { extended <- lock.Extend(ctx, 30*time.Second) }()
-	waitHeld(t, gate)
-	waitHeld(t, others)
-	waitHeld(t, others)
-	gate.armed.Store(false)
-	others.armed.Store(false)
+	extended := heldExtend(t, lock, gate, others)
 	released := make(chan error, 1)
 	go func() { released <- lock.Release(ctx) }()
 	eventually(t, "Release waiting for the Extend", func() bool {
