@@ -183,12 +183,13 @@ func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 // Shutdown closes the Client. From its first call on, new steps fail with ErrClosed,
 // waiting Acquires give up, no attempt still out grants a lock (one that wins a
 // majority after Shutdown began is released and its Acquire fails with ErrClosed), and
-// every KeepAlive ends, its context cancelled with a cause matching ErrClosed (the
-// lock is not released; Release your locks first: after Shutdown, Release returns
-// ErrClosed and leaves the keys to expire). It then waits until every step in progress
-// has finished (a failed attempt's clean-up included) and every node call the Client
-// started has returned, closes the go-redis clients if NewFromURLs made them, and
-// returns what closing them returned.
+// every KeepAlive ends, its context cancelled with a cause matching ErrClosed: at once,
+// or once the renewal it has out ends (a step: about NodeTimeout). The locks are not
+// released; Release them first: after Shutdown, Release returns ErrClosed and leaves
+// the keys to expire. Shutdown then waits until every KeepAlive has ended, every step
+// in progress has finished (a failed attempt's clean-up included) and every node call
+// the Client started has returned, closes the go-redis clients if NewFromURLs made
+// them, and returns what closing them returned.
 //
 // A node call returns when the node answers or go-redis gives up on it. For a stalled
 // node that takes go-redis's read timeout (10 × NodeTimeout for clients NewFromURLs
@@ -196,10 +197,10 @@ func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 // failed attempt) waits for it first: with 3 of 5 nodes paused under load, Close of a
 // NewFromURLs Client took 0.9–1.4 s with the default NodeTimeout (see close_test.go).
 //
-// If ctx ends first, Shutdown returns an error wrapping ctx.Err() at once; the calls
-// still in flight end by themselves, and once they have, the go-redis clients
-// NewFromURLs made are closed. A later Close (or Shutdown) waits for that and returns
-// its result, as every call after the first does.
+// If ctx ends first, Shutdown returns at once an error wrapping ctx.Err() (the Client
+// is closed all the same); the steps and calls still out end by themselves, and once
+// they have, the go-redis clients NewFromURLs made are closed. A later Close (or
+// Shutdown) waits for that and returns its result, as every call after the first does.
 func (c *Client) Shutdown(ctx context.Context) error {
 	c.closeMu.Lock()
 	first := !c.closed
@@ -223,7 +224,11 @@ func (c *Client) Shutdown(ctx context.Context) error {
 		return c.shutErr
 	default:
 	}
-	return fmt.Errorf("redlock: shutdown: %w: node calls still in flight end by themselves (at go-redis's read timeout for a stalled node), and the go-redis clients NewFromURLs made are closed then", ctx.Err())
+	rest := "steps and node calls still out end by themselves (a call to a stalled node at go-redis's read timeout)"
+	if c.owned {
+		rest += ", and then the go-redis clients are closed"
+	}
+	return fmt.Errorf("redlock: shutdown: %w: %s", ctx.Err(), rest)
 }
 
 // finishClose waits for KeepAlives, steps and node calls to end, stops the senders,
