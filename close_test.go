@@ -20,7 +20,9 @@ import (
 // wait waits for them and returns the kept-alive lock's work context.
 func stalledLoad(t *testing.T, client *redlock.Client, servers []*redistest.Server, stall int) (wait func() context.Context) {
 	t.Helper()
-	kept, err := client.TryAcquire(t.Context(), "close-kept", 10*time.Second)
+	warm, cancel := context.WithTimeout(t.Context(), 10*time.Second) // the first attempt dials: retry under load
+	defer cancel()
+	kept, err := client.Acquire(warm, "close-kept", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
