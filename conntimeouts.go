@@ -20,9 +20,9 @@ import (
 // cost in liveness, never a second holder). Ten node timeouts keep the connection, and
 // that order, through the latency spikes a healthy Redis has (a fork, a slow fsync, an
 // expiry cycle: tens to hundreds of milliseconds), while a node stalled for longer
-// costs Close about three of them (a stalled call, a release parked behind it, and a
-// release of an attempt sent while the first was out) instead of go-redis's 5 s default
-// as many times.
+// costs Close two or three of them (the call out when it stalled, the release parked
+// behind it, and at times the release of an attempt sent while the first was out)
+// instead of as many of go-redis's 5 s default.
 const connTimeoutFactor = 10
 
 // setConnTimeouts gives a client made from a node URL its dial, read and write timeouts:
