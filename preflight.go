@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
@@ -32,32 +33,67 @@ var ErrNodeConfig = errors.New("redlock: node setting breaks a safety assumption
 // service) is reported with that error instead; check its settings by other means.
 // New does not call it, so that a Client can be made while nodes are down; call it at
 // start-up, or from a health check.
+//
+// The nodes are asked all at once, each for at most 20 × NodeTimeout (1 s with the
+// default) and no longer than ctx allows. A node that has not answered by then is
+// reported with an error naming the question it left open and wrapping
+// context.DeadlineExceeded (or ctx's error); a node that answered is judged by its
+// answers alone, whatever the others do. The go-redis calls to a stalled node run on
+// in the background until go-redis gives up (its read timeout), and Close waits for
+// them. After Close, CheckNodes returns ErrClosed.
 func (c *Client) CheckNodes(ctx context.Context) error {
+	if !c.enter() {
+		return fmt.Errorf("redlock: check nodes: %w", ErrClosed)
+	}
+	defer c.calls.Done()
 	want := map[string]string{"maxmemory-policy": "noeviction"}
 	if c.opts.Fencing {
 		want["appendonly"] = "yes"
 		want["appendfsync"] = "always"
 	}
+	bound := checkTimeoutFactor * c.opts.NodeTimeout
+	asked := ctx
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	results := make(chan nodeCheck, len(c.nodes))
+	// Each node's question out now, named in its error if no answer comes in time.
+	asking := make([]atomic.Pointer[string], len(c.nodes))
+	first := "CONFIG GET"
+	// Close waits for the calls still out after CheckNodes returns.
+	c.calls.Add(len(c.nodes))
+	for i := range c.nodes {
+		asking[i].Store(&first)
+		go func() {
+			defer c.calls.Done()
+			results <- checkNode(ctx, i, c.nodes[i].rdb, want, &asking[i])
+		}()
+	}
+	checks := make([]*nodeCheck, len(c.nodes))
+collect:
+	for range c.nodes {
+		select {
+		case r := <-results:
+			checks[r.node] = &r
+		case <-ctx.Done():
+			break collect
+		}
+	}
 	var errs *multierror.Error
 	ids := make([][]string, len(c.nodes)) // each node's servers' run_id
 	for i, n := range c.nodes {
-		wrong := clientProblems(n.rdb)
-		answered := true
-		for name, value := range want {
-			got, err := n.rdb.ConfigGet(ctx, name).Result()
-			if err != nil {
-				errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("CONFIG GET %s: %w", name, err)})
-				answered = false
-				break
-			}
-			if got[name] != value {
-				wrong = append(wrong, fmt.Sprintf("%s is %q, want %q", name, got[name], value))
-			}
+		r := checks[i]
+		switch {
+		case r != nil:
+		case asked.Err() != nil:
+			r = &nodeCheck{err: fmt.Errorf("%s: no answer before the context ended: %w", *asking[i].Load(), asked.Err())}
+		default:
+			r = &nodeCheck{err: fmt.Errorf("%s: no answer within %v (%d × NodeTimeout): %w", *asking[i].Load(), bound, checkTimeoutFactor, context.DeadlineExceeded)}
 		}
-		var err error
-		if ids[i], err = runIDs(ctx, n.rdb); err != nil && answered {
-			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("INFO server: %w", err)})
+		ids[i] = r.ids
+		if r.err != nil {
+			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: r.err})
 		}
+		wrong := append(clientProblems(n.rdb), r.wrong...)
 		if len(wrong) > 0 {
 			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s", ErrNodeConfig, strings.Join(wrong, "; "))})
 		}
@@ -81,6 +117,50 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 	}
 	finish(&errs)
 	return errs.ErrorOrNil()
+}
+
+// checkTimeoutFactor bounds how long CheckNodes waits for each node: this many times
+// Options.NodeTimeout. A check asks several questions one after another (a CONFIG GET
+// per setting, then INFO server), possibly on a fresh connection.
+const checkTimeoutFactor = 20
+
+// nodeCheck is what CheckNodes learnt from one node.
+type nodeCheck struct {
+	node  int
+	wrong []string // settings that break an assumption
+	ids   []string // the run_id of each server behind the node
+	err   error    // why the node could not be checked (fully)
+}
+
+// checkNode reads a node's settings and run_ids. A CONFIG GET that fails with an
+// error reply (CONFIG not allowed) still lets INFO give the run_id; one that fails
+// otherwise (no connection, a timeout) ends the check.
+func checkNode(ctx context.Context, i int, rdb redis.UniversalClient, want map[string]string, asking *atomic.Pointer[string]) nodeCheck {
+	r := nodeCheck{node: i}
+	for name, value := range want {
+		question := "CONFIG GET " + name
+		asking.Store(&question)
+		got, err := rdb.ConfigGet(ctx, name).Result()
+		if err != nil {
+			r.err = fmt.Errorf("%s: %w", question, err)
+			var reply redis.Error
+			if !errors.As(err, &reply) {
+				return r
+			}
+			break
+		}
+		if got[name] != value {
+			r.wrong = append(r.wrong, fmt.Sprintf("%s is %q, want %q", name, got[name], value))
+		}
+	}
+	question := "INFO server"
+	asking.Store(&question)
+	ids, err := runIDs(ctx, rdb)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("INFO server: %w", err)
+	}
+	r.ids = ids
+	return r
 }
 
 // clientSettings is what the library depends on in a node's go-redis client.

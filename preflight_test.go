@@ -140,3 +140,60 @@ func TestCheckNodesOneServer(t *testing.T) {
 		t.Fatalf("two servers: %v", err)
 	}
 }
+
+// TestCheckNodesPausedMajority (#15 §3): with 3 of 5 nodes paused, CheckNodes asks all
+// nodes at once and returns within its bound (20 × NodeTimeout) instead of one
+// go-redis read timeout per paused node (15 s when asked one after another), and it
+// blames exactly the paused nodes, also when the caller's context is the shorter
+// bound (1 s, which once ran out on the paused nodes and blamed the healthy ones).
+func TestCheckNodesPausedMajority(t *testing.T) {
+	const nodeTimeout = 25 * time.Millisecond // a bound of 500 ms
+	servers := redistest.StartN(t, 5, redistest.Options{})
+	client := compliant(t, servers, redlock.Options{NodeTimeout: nodeTimeout})
+	if err := client.CheckNodes(t.Context()); err != nil {
+		t.Fatalf("all nodes up: %v", err)
+	}
+	for _, s := range servers[:3] {
+		s.Pause()
+	}
+	defer func() {
+		for _, s := range servers[:3] {
+			s.Resume()
+		}
+	}()
+	blamed := func(err error) []string {
+		var names []string
+		for _, ne := range nodeErrors(t, err) {
+			if !errors.Is(ne, context.DeadlineExceeded) {
+				t.Errorf("not a timeout: %v", ne)
+			}
+			names = append(names, ne.Node)
+		}
+		return names
+	}
+	want := strings.Join(redistest.Addrs(servers[:3]), " ")
+	start := time.Now()
+	err := client.CheckNodes(t.Context())
+	took := time.Since(start)
+	t.Logf("CheckNodes with 3 of 5 paused took %v: %v", took, err)
+	if got := strings.Join(blamed(err), " "); got != want {
+		t.Errorf("blamed %q, want the paused nodes %q", got, want)
+	}
+	if limit := 20*nodeTimeout + 500*time.Millisecond; took > limit {
+		t.Errorf("CheckNodes took %v, want at most %v", took, limit)
+	}
+
+	client = compliant(t, servers, redlock.Options{}) // a bound of 1 s
+	short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	err = client.CheckNodes(short)
+	took = time.Since(start)
+	t.Logf("CheckNodes with a 300 ms context took %v: %v", took, err)
+	if got := strings.Join(blamed(err), " "); got != want {
+		t.Errorf("with a 300 ms context: blamed %q, want the paused nodes %q", got, want)
+	}
+	if limit := 300*time.Millisecond + 500*time.Millisecond; took > limit {
+		t.Errorf("with a 300 ms context: CheckNodes took %v, want at most %v", took, limit)
+	}
+}
