@@ -442,9 +442,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		return lock, qe, nil
 	}
 	keys := []string{key} // Client.start adds the counter's names per node
-	fence, qe := c.proposal(ctx, key, keys)
-	if qe != nil {
-		return nil, qe, nil
+	fence, qe, err := c.proposal(ctx, key, keys)
+	if qe != nil || err != nil {
+		return nil, qe, err
 	}
 	const maxProposals = 3
 	for n := 1; ; n++ {
@@ -461,7 +461,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
 			return nil, qe, nil
 		}
-		fence = max(fence, t.high) + 1
+		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
+			return nil, nil, err
+		}
 	}
 }
 
@@ -513,10 +515,12 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 // proposal returns the fencing token to propose for key: one above the highest
 // counter this Client has seen for it, or else one above the highest counter a
 // majority of nodes reports (phase 1 of the fenced acquire). Safety does not depend on
-// this guess: a node refuses a token that is not above its counter.
-func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError) {
+// this guess: a node refuses a token that is not above its counter. err reports a
+// counter at the largest token (ErrFenceExhausted).
+func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError, error) {
 	if seen, ok := c.fences.get(key); ok {
-		return seen + 1, nil
+		fence, err := nextFence(key, seen)
+		return fence, nil, err
 	}
 	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
 	if ctxErr != nil || !t.won() {
@@ -524,9 +528,10 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		if ctxErr != nil {
 			kind = ErrNotAcquired
 		}
-		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr)
+		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr), nil
 	}
-	return t.high + 1, nil
+	fence, err := nextFence(key, t.high)
+	return fence, nil, err
 }
 
 // cleanup undoes a failed attempt: the release script goes to every node that may have
