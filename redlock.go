@@ -612,7 +612,9 @@ func (l *Lock) Token() string { return l.token }
 // For one key, a lock whose Acquire started after another lock's Acquire returned has a
 // strictly greater token (under the assumptions in docs/safety.md), whatever the clocks,
 // pauses and delays. Give it to the protected resource with every write; the resource
-// must reject a write whose token is below the highest it has accepted.
+// must reject a write whose token is below the highest it has accepted (package fenced
+// does, and refuses 0, the token of a Client without Options.Fencing). A token is at
+// least 1 and at most 2^63 − 1; past that Acquire fails with ErrFenceExhausted.
 func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 
 // Until returns when the lock's validity ends, on the local monotonic clock: up to then,
