@@ -170,7 +170,8 @@ var tagBasis = func() (basis [14]uint16) {
 // around or granting a token that is not above an earlier one. The error also matches
 // ErrUnavailable. Only an operator can go on: delete the key's counters on every node
 // (FenceKeys) and reset the highest token every protected resource has accepted, as
-// the new tokens start low again.
+// the new tokens start low again. A Client that saw the top asks the nodes again on
+// its next Acquire, so it picks up such a reset without a restart.
 var ErrFenceExhausted = errors.New("redlock: fencing counter at its maximum")
 
 // nextFence returns the token to propose after a counter of high: high + 1, or an
@@ -213,6 +214,13 @@ func (f *fenceCache) get(key string) (int64, bool) {
 	defer f.mu.Unlock()
 	v, ok := f.seen[key]
 	return v, ok
+}
+
+// forget drops what is known of key's counter.
+func (f *fenceCache) forget(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.seen, key)
 }
 
 // raise records v for key unless a higher value is known.

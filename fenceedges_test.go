@@ -108,6 +108,20 @@ func TestFenceCounterAtMax(t *testing.T) {
 	}
 	c.setCounters("{top}cached", maxText) // the Client still remembers 1
 	check("proposal refused", cached, "{top}cached")
+
+	// An operator resets the counters: the Client that saw the top takes the lock
+	// again, with a low token, without a restart.
+	for _, a := range c.admin {
+		a.Del(t.Context(), redlock.FenceKeys(a, "{top}cached")...)
+	}
+	lock, err = cached.TryAcquire(t.Context(), "{top}cached", time.Second)
+	if err != nil {
+		t.Fatalf("after the counters were reset: %v", err)
+	}
+	if lock.Fence() != 1 {
+		t.Errorf("after the counters were reset: token %d, want 1", lock.Fence())
+	}
+	_ = lock.Release(t.Context())
 }
 
 // TestFenceCounterGarbage: a counter that is not a decimal integer from 0 to 2^63 − 1

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"reflect"
@@ -519,8 +520,12 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 // counter at the largest token (ErrFenceExhausted).
 func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError, error) {
 	if seen, ok := c.fences.get(key); ok {
-		fence, err := nextFence(key, seen)
-		return fence, nil, err
+		if seen < math.MaxInt64 {
+			return seen + 1, nil, nil
+		}
+		// At the top, ask the nodes: only they can tell whether an operator has
+		// reset the counters since.
+		c.fences.forget(key)
 	}
 	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
 	if ctxErr != nil || !t.won() {
