@@ -3,6 +3,7 @@ package fenced_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redlock-go/redlock/fenced"
@@ -71,8 +72,11 @@ func TestBadFenceField(t *testing.T) {
 		}
 		if err := fenced.Write(ctx, rdb, key, "lost", 1<<62); err == nil || errors.Is(err, fenced.ErrStale) {
 			t.Errorf("fence %q: Write got %v, want an error about the field", bad, err)
-		} else if !errors.Is(err, fenced.ErrBadFence) {
-			t.Errorf("fence %q: Write got %v, want ErrBadFence", bad, err)
+		} else if !errors.Is(err, fenced.ErrBadFence) || strings.Count(err.Error(), "fenced:") != 1 {
+			t.Errorf("fence %q: Write got %v, want ErrBadFence, its text saying \"fenced:\" once", bad, err)
+		}
+		if _, err := fenced.Update(ctx, rdb, key, 1<<62, func(string) (string, error) { return "lost", nil }); !errors.Is(err, fenced.ErrBadFence) {
+			t.Errorf("fence %q: Update got %v, want ErrBadFence", bad, err)
 		}
 		if v, tok, err := fenced.Read(ctx, rdb, key); !errors.Is(err, fenced.ErrBadFence) {
 			t.Errorf("fence %q: Read got %q %d %v, want ErrBadFence", bad, v, tok, err)

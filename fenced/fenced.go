@@ -94,11 +94,11 @@ const (
 // computed from old data. Use Update for that.
 func Write(ctx context.Context, rdb redis.Scripter, key, value string, token uint64) error {
 	if token == 0 {
-		return fmt.Errorf("fenced: write %q: %w", key, ErrNoToken)
+		return failure("write", key, ErrNoToken)
 	}
 	code, last, err := write(ctx, rdb, key, []any{value, token})
 	if err != nil {
-		return fmt.Errorf("fenced: write %q: %w", key, err)
+		return failure("write", key, err)
 	}
 	switch code {
 	case written:
@@ -120,7 +120,7 @@ func write(ctx context.Context, rdb redis.Scripter, key string, args []any) (cod
 		last, ok2 := res[1].(string)
 		if ok1 && ok2 {
 			if code == malformed {
-				return 0, "", fmt.Errorf("%w: fence field %q", ErrBadFence, short(last))
+				return 0, "", &badFence{last}
 			}
 			return code, last, nil
 		}
@@ -153,19 +153,19 @@ const maxUpdateAttempts = 32
 // with ErrBadFence.
 func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn func(old string) (string, error)) (string, error) {
 	if token == 0 {
-		return "", fmt.Errorf("fenced: update %q: %w", key, ErrNoToken)
+		return "", failure("update", key, ErrNoToken)
 	}
 	for range maxUpdateAttempts {
 		s, err := read(ctx, rdb, key)
 		if err != nil {
-			return "", fmt.Errorf("fenced: update %q: %w", key, err)
+			return "", failure("update", key, err)
 		}
 		if token < s.token {
 			return "", fmt.Errorf("%w: update %q with token %d, already accepted %d", ErrStale, key, token, s.token)
 		}
 		value, err := fn(s.value)
 		if err != nil {
-			return "", fmt.Errorf("fenced: update %q: %w", key, err)
+			return "", failure("update", key, err)
 		}
 		present := "0"
 		if s.present {
@@ -173,7 +173,7 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 		}
 		code, last, err := write(ctx, rdb, key, []any{value, token, present, s.value, s.fence})
 		if err != nil {
-			return "", fmt.Errorf("fenced: update %q: %w", key, err)
+			return "", failure("update", key, err)
 		}
 		switch code {
 		case written:
@@ -182,7 +182,7 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 			return "", fmt.Errorf("%w: update %q with token %d, already accepted %s", ErrStale, key, token, last)
 		case changed:
 			if err := ctx.Err(); err != nil {
-				return "", fmt.Errorf("fenced: update %q: %w", key, err)
+				return "", failure("update", key, err)
 			}
 			continue
 		}
@@ -197,7 +197,7 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 func Read(ctx context.Context, rdb redis.Cmdable, key string) (value string, token uint64, err error) {
 	s, err := read(ctx, rdb, key)
 	if err != nil {
-		return "", 0, fmt.Errorf("fenced: read %q: %w", key, err)
+		return "", 0, failure("read", key, err)
 	}
 	return s.value, s.token, nil
 }
@@ -238,7 +238,26 @@ func parseToken(s string) (uint64, error) {
 			return n, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: fence field %q", ErrBadFence, short(s))
+	return 0, &badFence{s}
+}
+
+// badFence is a stored fence field that is not a token; failure reports it as
+// ErrBadFence.
+type badFence struct{ field string }
+
+func (e *badFence) Error() string { return fmt.Sprintf("fence field %q", short(e.field)) }
+
+// failure reports err from op on key. The package's own errors name the package
+// first, so that their text does not repeat it.
+func failure(op, key string, err error) error {
+	var bad *badFence
+	switch {
+	case errors.Is(err, ErrNoToken):
+		return fmt.Errorf("%w (%s %q)", err, op, key)
+	case errors.As(err, &bad):
+		return fmt.Errorf("%w: %s %q: fence field %q", ErrBadFence, op, key, short(bad.field))
+	}
+	return fmt.Errorf("fenced: %s %q: %w", op, key, err)
 }
 
 // short returns s, cut to a length fit for an error message.

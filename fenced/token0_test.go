@@ -17,7 +17,7 @@ func TestTokenZeroRefused(t *testing.T) {
 	ctx := t.Context()
 	check := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, fenced.ErrNoToken) || !strings.Contains(err.Error(), "Options.Fencing") {
+		if !errors.Is(err, fenced.ErrNoToken) || !strings.Contains(err.Error(), "Options.Fencing") || strings.Count(err.Error(), "fenced:") != 1 {
 			t.Errorf("%s with token 0: got %v, want ErrNoToken naming Options.Fencing", what, err)
 		}
 	}
