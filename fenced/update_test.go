@@ -138,3 +138,57 @@ func TestUpdateKeepsUpdate(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateCountsEverySuccess: 12 goroutines decrement one counter at once, with
+// tokens 1 to 6 (two goroutines per token, as two workers of one holder would). Every
+// Update that returns nil took exactly one unit: the counter ends at 1000 minus the
+// successes, whatever the interleaving; every other Update was refused as stale.
+func TestUpdateCountsEverySuccess(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	if err := rdb.HSet(ctx, "stock", "value", "1000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		successes int
+		errs      []error
+	)
+	start := make(chan struct{})
+	for g := range 12 {
+		token := uint64(g/2 + 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for range 20 {
+				_, err := fenced.Update(ctx, rdb, "stock", token, decrement)
+				mu.Lock()
+				switch {
+				case err == nil:
+					successes++
+				case !errors.Is(err, fenced.ErrStale):
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	v, tok, err := fenced.Read(ctx, rdb, "stock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strconv.Itoa(1000 - successes); v != want {
+		t.Errorf("stock %s after %d successful updates, want %s", v, successes, want)
+	}
+	if tok != 6 || successes < 20 {
+		t.Errorf("stored token %d after %d successes; want 6 and at least the 20 updates of one token-6 worker", tok, successes)
+	}
+	t.Logf("%d successful updates", successes)
+}
