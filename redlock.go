@@ -240,8 +240,11 @@ func (c *Client) enter() bool {
 // (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
 // error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
 // *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
-// values. Other failures (timeouts, network errors, READONLY, LOADING, CLUSTERDOWN,
-// ...) are retried.
+// values (with Options.Fencing, a fencing counter that is not a decimal integer is
+// such a script error). Other failures (timeouts, network errors, READONLY, LOADING,
+// CLUSTERDOWN, ...) are retried. With Options.Fencing, a counter at the largest token
+// also ends Acquire at once, with an error matching ErrFenceExhausted and
+// ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
