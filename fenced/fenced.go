@@ -91,7 +91,8 @@ const (
 //
 // Write alone does not make a read-modify-write safe: a value read with Read may be
 // overwritten by a newer holder before the Write, which then succeeds with a result
-// computed from old data. Use Update for that.
+// computed from old data. Use Update for that. After a network error or a timeout
+// the outcome is unknown: the write may have been applied, or land later.
 func Write(ctx context.Context, rdb redis.Scripter, key, value string, token uint64) error {
 	if token == 0 {
 		return failure("write", key, ErrNoToken)
@@ -150,7 +151,9 @@ const maxUpdateAttempts = 32
 // not seen); fn may run more than once and must have no other effect than computing
 // the new value. An error from fn ends Update without writing and is returned
 // wrapped. Token 0 is refused with ErrNoToken, a stored fence field that is not a token
-// with ErrBadFence.
+// with ErrBadFence. After a network error or a timeout the outcome is unknown: the
+// write may have been applied, or land later (only if the hash is then again exactly
+// as read).
 func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn func(old string) (string, error)) (string, error) {
 	if token == 0 {
 		return "", failure("update", key, ErrNoToken)
