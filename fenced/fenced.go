@@ -89,9 +89,9 @@ const (
 // token with ErrBadFence. A hash without a fence field (a value seeded with HSET) counts
 // as fenced with 0.
 //
-// Write alone does not make a read-modify-write safe: a value read with Read may be
-// overwritten by a newer holder before the Write, which then succeeds with a result
-// computed from old data. Use Update for that. After a network error or a timeout
+// Write alone does not make a read-modify-write safe: the value read with Read may be
+// replaced by another holder's write before this Write, which then stores a result
+// computed from old data, with a token that passes the fence. Use Update for that. After a network error or a timeout
 // the outcome is unknown: the write may have been applied, or land later.
 func Write(ctx context.Context, rdb redis.Scripter, key, value string, token uint64) error {
 	if token == 0 {
