@@ -1,6 +1,9 @@
 package redlock
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -161,6 +164,40 @@ var tagBasis = func() (basis [14]uint16) {
 	return basis
 }()
 
+// ErrFenceExhausted means a key's fencing counter has reached 2^63 − 1
+// (math.MaxInt64), the largest fencing token: Redis integers are 64-bit signed, so no
+// higher token exists, and Acquire on that key fails at once instead of wrapping
+// around or granting a token that is not above an earlier one. The error also matches
+// ErrUnavailable. Only an operator can go on: delete the key's counters on every node
+// (FenceKeys) and reset the highest token every protected resource has accepted, as
+// the new tokens start low again. A Client that saw the top asks the nodes again on
+// its next Acquire, so it picks up such a reset without a restart.
+var ErrFenceExhausted = errors.New("redlock: fencing counter at its maximum")
+
+// nextFence returns the token to propose after a counter of high: high + 1, or an
+// error wrapping ErrFenceExhausted and ErrUnavailable when high is the largest token.
+func nextFence(key string, high int64) (int64, error) {
+	if high < math.MaxInt64 {
+		return high + 1, nil
+	}
+	return 0, &fenceExhaustedError{key: key}
+}
+
+// fenceExhaustedError reports a counter at the largest token, naming it.
+type fenceExhaustedError struct{ key string }
+
+func (e *fenceExhaustedError) Error() string {
+	names := fenceKeys(e.key, false)[1:]
+	for i, n := range names {
+		names[i] = fmt.Sprintf("%q", n)
+	}
+	return fmt.Sprintf("redlock: acquire %q: fencing counter %s is at %d on a node, the largest token: no higher one exists (%v)",
+		e.key, strings.Join(names, " or "), int64(math.MaxInt64), ErrUnavailable)
+}
+
+// Unwrap returns ErrFenceExhausted and ErrUnavailable.
+func (e *fenceExhaustedError) Unwrap() []error { return []error{ErrFenceExhausted, ErrUnavailable} }
+
 // fenceCacheSize bounds the keys a Client remembers counters for; past it the cache
 // starts afresh (a forgotten key costs one extra round trip: the phase-1 read).
 const fenceCacheSize = 4096
@@ -177,6 +214,13 @@ func (f *fenceCache) get(key string) (int64, bool) {
 	defer f.mu.Unlock()
 	v, ok := f.seen[key]
 	return v, ok
+}
+
+// forget drops what is known of key's counter.
+func (f *fenceCache) forget(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.seen, key)
 }
 
 // raise records v for key unless a higher value is known.

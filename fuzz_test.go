@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -217,8 +218,8 @@ func decodeReply(data []byte, depth int) (any, error, []byte) {
 }
 
 // FuzzJudge: every reply a node can give, for every step, gets an outcome without a
-// panic; a reply that is not an integer, or an error, is a failed node with an error
-// that says so, never a yes; an integer is judged by the step's own judge function
+// panic; a reply that is not an integer (for the fencing steps: nor a decimal string
+// of one), or an error, is a failed node with an error that says so, never a yes; an integer is judged by the step's own judge function
 // (whatever the step table says it means).
 func FuzzJudge(f *testing.F) {
 	steps := []struct {
@@ -234,6 +235,7 @@ func FuzzJudge(f *testing.F) {
 	f.Add([]byte{0x72})                                            // int64 -1
 	f.Add([]byte{0x01, 0, 0, 0, 0, 0, 0, 0, 0x80})                 // math.MinInt64
 	f.Add([]byte{0x03, 1, '1'})                                    // "1"
+	f.Add([]byte{0x03, 2, '-', '7'})                               // "-7"
 	f.Add([]byte{0x24, 0x92, 0x92})                                // [1 1]
 	f.Add([]byte{0x05, 8, 'N', 'O', 'S', 'C', 'R', 'I', 'P', 'T'}) // an error reply
 	f.Add([]byte{0x16})                                            // true
@@ -262,6 +264,11 @@ func FuzzJudge(f *testing.F) {
 				t.Fatalf("%s, reply %#v, error %v: outcome %d with error %v", s.name, val, replyErr, out, err)
 			}
 			iv, isInt := val.(int64)
+			if text, ok := val.(string); ok && s.st.decimal && replyErr == nil {
+				// The fencing scripts answer counters as decimal strings.
+				n, err := strconv.ParseInt(text, 10, 64)
+				iv, isInt = n, err == nil
+			}
 			switch {
 			case replyErr != nil:
 				if out != outFailed || !errors.Is(err, replyErr) {

@@ -24,18 +24,22 @@ var (
 	//go:embed scripts/handoff.lua
 	handOffLua string
 
-	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo}
-	stepRelease       = step{redis.NewScript(releaseLua), released}
-	stepExtend        = step{redis.NewScript(extendLua), yesOrNo}
-	stepFenceRead     = step{redis.NewScript(fenceReadLua), counter}
-	stepFencedAcquire = step{redis.NewScript(fencedAcquireLua), fencedReply}
-	stepHandOff       = step{redis.NewScript(handOffLua), yesOrNo}
+	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false}
+	stepRelease       = step{redis.NewScript(releaseLua), released, false}
+	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false}
+	stepFenceRead     = step{redis.NewScript(fenceReadLua), counter, true}
+	stepFencedAcquire = step{redis.NewScript(fencedAcquireLua), fencedReply, true}
+	stepHandOff       = step{redis.NewScript(handOffLua), yesOrNo, false}
 )
 
 // step is one server-side script and the meaning of its integer reply.
 type step struct {
 	script *redis.Script
 	judge  func(v int64) outcome
+	// decimal: the script may answer its integer as a decimal string, as the fencing
+	// scripts answer a counter (a Lua number is a double: it would lose digits above
+	// 2^53, and Redis would turn one above 2^63 into a negative integer).
+	decimal bool
 }
 
 // counted reports whether the step's KEYS after the first are the fencing counter's

@@ -58,7 +58,8 @@ type Options struct {
 	// FenceKeys gives the names. Off by default: the
 	// guarantee needs durable counters (appendonly yes, appendfsync always), no
 	// failover behind a node, maxmemory-policy noeviction and a fixed set of nodes; see
-	// docs/safety.md.
+	// docs/safety.md. Without it Lock.Fence is 0, which package fenced refuses
+	// (fenced.ErrNoToken) rather than let a forgotten setting switch the fence off.
 	Fencing bool
 }
 

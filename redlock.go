@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/url"
 	"reflect"
@@ -294,8 +295,11 @@ func (c *Client) enter() bool {
 // (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
 // error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
 // *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
-// values. Other failures (timeouts, network errors, READONLY, LOADING, CLUSTERDOWN,
-// ...) are retried.
+// values (with Options.Fencing, a fencing counter that is not a decimal integer is
+// such a script error). Other failures (timeouts, network errors, READONLY, LOADING,
+// CLUSTERDOWN, ...) are retried. With Options.Fencing, a counter at the largest token
+// also ends Acquire at once, with an error matching ErrFenceExhausted and
+// ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -503,9 +507,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		return lock, qe, nil
 	}
 	keys := []string{key} // Client.start adds the counter's names per node
-	fence, qe := c.proposal(ctx, key, keys)
-	if qe != nil {
-		return nil, qe, nil
+	fence, qe, err := c.proposal(ctx, key, keys)
+	if qe != nil || err != nil {
+		return nil, qe, err
 	}
 	const maxProposals = 3
 	for n := 1; ; n++ {
@@ -522,7 +526,9 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
 			return nil, qe, nil
 		}
-		fence = max(fence, t.high) + 1
+		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
+			return nil, nil, err
+		}
 	}
 }
 
@@ -574,10 +580,16 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 // proposal returns the fencing token to propose for key: one above the highest
 // counter this Client has seen for it, or else one above the highest counter a
 // majority of nodes reports (phase 1 of the fenced acquire). Safety does not depend on
-// this guess: a node refuses a token that is not above its counter.
-func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError) {
+// this guess: a node refuses a token that is not above its counter. err reports a
+// counter at the largest token (ErrFenceExhausted).
+func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError, error) {
 	if seen, ok := c.fences.get(key); ok {
-		return seen + 1, nil
+		if seen < math.MaxInt64 {
+			return seen + 1, nil, nil
+		}
+		// At the top, ask the nodes: only they can tell whether an operator has
+		// reset the counters since.
+		c.fences.forget(key)
 	}
 	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
 	if ctxErr != nil || !t.won() {
@@ -585,9 +597,10 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		if ctxErr != nil {
 			kind = ErrNotAcquired
 		}
-		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr)
+		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr), nil
 	}
-	return t.high + 1, nil
+	fence, err := nextFence(key, t.high)
+	return fence, nil, err
 }
 
 // cleanup undoes a failed attempt: the release script goes to every node that may have
@@ -668,7 +681,9 @@ func (l *Lock) Token() string { return l.token }
 // For one key, a lock whose Acquire started after another lock's Acquire returned has a
 // strictly greater token (under the assumptions in docs/safety.md), whatever the clocks,
 // pauses and delays. Give it to the protected resource with every write; the resource
-// must reject a write whose token is below the highest it has accepted.
+// must reject a write whose token is below the highest it has accepted (package fenced
+// does, and refuses 0, the token of a Client without Options.Fencing). A token is at
+// least 1 and at most 2^63 − 1; past that Acquire fails with ErrFenceExhausted.
 func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 
 // Until returns when the lock's validity ends, on the local monotonic clock: up to then,

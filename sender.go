@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -299,6 +300,10 @@ func judge(st step, cmd *redis.Cmd) (outcome, int64, error) {
 		return outFailed, 0, err
 	}
 	v, ok := res.(int64)
+	if s, isText := res.(string); isText && st.decimal {
+		v, err = strconv.ParseInt(s, 10, 64)
+		ok = err == nil
+	}
 	if !ok {
 		return outFailed, 0, fmt.Errorf("unexpected script reply %T(%v)", res, res)
 	}

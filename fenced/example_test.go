@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -43,4 +44,37 @@ func ExampleWrite() {
 	// <nil>
 	// true
 	// 100 34
+}
+
+// ExampleUpdate takes one unit from a stock counter, fenced: the read, the decision and
+// the write are one step, so two holders never both store 999.
+func ExampleUpdate() {
+	s := miniredis.NewMiniRedis() // the protected resource; any Redis server
+	if err := s.Start(); err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rdb.Close()
+	ctx := context.Background()
+	rdb.HSet(ctx, "stock", "value", "1000") // seeded without a fence: counts as token 0
+
+	errSoldOut := errors.New("sold out")
+	takeOne := func(old string) (string, error) {
+		n, err := strconv.Atoi(old)
+		if err != nil {
+			return "", err
+		}
+		if n <= 0 {
+			return "", errSoldOut
+		}
+		return strconv.Itoa(n - 1), nil
+	}
+	left, err := fenced.Update(ctx, rdb, "stock", 34, takeOne) // lock.Fence() == 34
+	fmt.Println(left, err)
+	_, err = fenced.Update(ctx, rdb, "stock", 33, takeOne) // a holder that lost its lock
+	fmt.Println(errors.Is(err, fenced.ErrStale))
+	// Output:
+	// 999 <nil>
+	// true
 }

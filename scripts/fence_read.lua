@@ -4,9 +4,50 @@
 -- KEYS[2]  the fencing counter: a plain integer key without TTL, in KEYS[1]'s slot
 -- KEYS[3]  optional: the counter's older name on a node that is not a Cluster
 --
--- Returns the counter (the larger of its names), 0 when it does not exist yet.
-local c = 0
+-- Returns the counter (the larger of its names) as a decimal string, "0" when it does
+-- not exist yet: a Lua number is a double and would lose digits above 2^53. A counter
+-- that is not a decimal integer from 0 to 2^63 − 1 without leading zeros is an error,
+-- never taken as 0 (a later token could then repeat an earlier one).
+local MAX = '9223372036854775807' -- 2^63 − 1: the largest token (Redis integers)
+
+-- less reports a < b for canonical decimal strings: the shorter is smaller, and at
+-- equal lengths the first differing digit decides (byte values, not the locale).
+local function less(a, b)
+  if #a ~= #b then
+    return #a < #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return false
+end
+
+-- canonical reports whether v is a decimal integer from 0 to MAX without leading zeros.
+local function canonical(v)
+  return v == '0' or (string.find(v, '^[1-9][0-9]*$') ~= nil and not less(MAX, v))
+end
+
+-- counter returns the counter under name as a canonical decimal string ("0" when
+-- absent), or raises an error naming it.
+local function counter(name)
+  local v = redis.call('GET', name) or '0'
+  if canonical(v) then
+    return v
+  end
+  if #v > 40 then
+    v = string.sub(v, 1, 40) .. '...'
+  end
+  error('fencing counter ' .. name .. ' holds "' .. v .. '", not a decimal integer from 0 to ' .. MAX)
+end
+
+local c = '0'
 for i = 2, #KEYS do
-  c = math.max(c, tonumber(redis.call('GET', KEYS[i])) or 0)
+  local v = counter(KEYS[i])
+  if less(c, v) then
+    c = v
+  end
 end
 return c
