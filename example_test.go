@@ -13,8 +13,9 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// This is the README's quick start: five independent Redis masters (docker/compose.yaml
-// starts them on these ports), one lock.
+// This is the README's quick start: a nightly job that cron starts on several machines
+// at once, over five independent Redis masters (docker/compose.yaml starts them on
+// these ports). One copy writes the report; the others find the lock held and exit.
 func Example() {
 	client, err := redlock.NewFromURLs([]string{
 		"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
@@ -25,21 +26,22 @@ func Example() {
 	}
 	defer client.Close()
 
-	// Wait up to 30 s for the lock; once held, it is ours for at most 10 s.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	lock, err := client.Acquire(ctx, "nightly-report", 10*time.Second)
+	// Never wait for another copy (SkipIfHeld): a copy that finds the lock held has
+	// nothing to do. The lock lives 30 s and is renewed while writeReport runs.
+	err = client.Do(context.Background(), "nightly-report", 30*time.Second, writeReport, redlock.SkipIfHeld())
 	switch {
-	case errors.Is(err, redlock.ErrNotAcquired):
-		log.Print("another run holds the lock")
-		return
+	case errors.Is(err, redlock.ErrNotRun) && errors.Is(err, redlock.ErrNotAcquired):
+		log.Print("another copy is writing the report") // not an error: exit quietly
 	case err != nil:
-		log.Fatal(err) // ErrUnavailable: too many nodes down or too slow
+		log.Fatal(err) // nodes down (not run), writeReport failed, or the lock was lost
 	}
-	defer lock.Release(context.Background())
+}
 
-	// Work only until lock.Until(); call lock.Extend to keep the lock longer.
-	fmt.Println("holding", lock.Key(), "until", lock.Until().Format(time.TimeOnly))
+// writeReport is the quick start's job. Its ctx ends if the lock is lost (before the
+// lock's validity does): the work must then stop.
+func writeReport(ctx context.Context) error {
+	fmt.Println("writing the report")
+	return ctx.Err()
 }
 
 // startNodes starts n in-process Redis servers (miniredis) for the runnable examples.

@@ -16,8 +16,8 @@ import (
 // TestKeepAliveHoldsPastTTL: a kept-alive lock outlives several TTLs, nobody else gets
 // it meanwhile, and Release ends the renewal and the work's context.
 func TestKeepAliveHoldsPastTTL(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 300 * time.Millisecond
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
 	lock, err := c.client.TryAcquire(t.Context(), "kept", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +82,8 @@ func TestKeepAliveLossBeforeValidityEnds(t *testing.T) {
 // TestKeepAliveTakenOver: when the nodes say our token is gone, the work's context ends
 // at the next renewal.
 func TestKeepAliveTakenOver(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 600 * time.Millisecond
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
 	lock, err := c.client.TryAcquire(t.Context(), "stolen", 10*ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +111,8 @@ func TestKeepAliveTakenOver(t *testing.T) {
 // TestKeepAliveStops: the renewal ends with the caller's context and with stop, and a
 // second KeepAlive on the same lock is refused.
 func TestKeepAliveStops(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 300 * time.Millisecond
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
 	lock, err := c.client.TryAcquire(t.Context(), "stops", ttl)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,477 @@
+package redlock_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// readmeJobHarness is the program around the README's quick start: its writeReport
+// appends a line to $REPORT_FILE and then works until its standard input closes (or its
+// context ends), so the test decides when the copy that won stops.
+const readmeJobHarness = `package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+var _, _, _ = errors.Is, fmt.Sprint, time.Second
+
+func main() {
+%s
+}
+
+func writeReport(ctx context.Context) error {
+	f, err := os.OpenFile(os.Getenv("REPORT_FILE"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "report by %%d\n", os.Getpid())
+	if err := f.Close(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, os.Stdin); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+`
+
+// readmeQuickStart returns the first Go block of README.md.
+func readmeQuickStart(t *testing.T) string {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(readme), "```go\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("no Go block in README.md")
+	}
+	return block
+}
+
+// buildReadmeJob compiles code (the body of main, with the quick start's node URLs
+// replaced by urls) inside this module, through an overlay, so nothing is written into
+// the source tree. It returns the program's path.
+func buildReadmeJob(t *testing.T, code string, urls []string) string {
+	t.Helper()
+	for i, u := range urls {
+		old := fmt.Sprintf("redis://127.0.0.1:%d", 7001+i)
+		if !strings.Contains(code, old) {
+			t.Fatalf("the quick start does not name node %s", old)
+		}
+		code = strings.ReplaceAll(code, old, u)
+	}
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "main.go")
+	if err := os.WriteFile(src, fmt.Appendf(nil, readmeJobHarness, code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{
+		filepath.Join(wd, "internal", "readmejob", "main.go"): src,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "readmejob")
+	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	build := exec.Command(gocmd, "build", "-overlay", overlayFile, "-o", bin, "./internal/readmejob")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the README's quick start: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// copyRun is one started copy of the job.
+type copyRun struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stderr bytes.Buffer
+	exited chan struct{}
+}
+
+// runCopies starts n copies of bin at once, with reports appended to reports; each
+// copy's exit is also announced on the returned channel. The copies are killed by PID
+// if the test ends first.
+func runCopies(t *testing.T, bin, reports string, n int) ([]*copyRun, <-chan *copyRun) {
+	t.Helper()
+	copies := make([]*copyRun, n)
+	exits := make(chan *copyRun, n)
+	for i := range copies {
+		c := &copyRun{cmd: exec.Command(bin), exited: make(chan struct{})}
+		c.cmd.Env = append(os.Environ(), "REPORT_FILE="+reports)
+		c.cmd.Stderr = &c.stderr
+		in, err := c.cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.stdin = in
+		copies[i] = c
+	}
+	for _, c := range copies {
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			select {
+			case <-c.exited:
+			default:
+				_ = c.cmd.Process.Kill()
+				<-c.exited
+			}
+		})
+		go func() {
+			_ = c.cmd.Wait()
+			close(c.exited)
+			exits <- c
+		}()
+	}
+	return copies, exits
+}
+
+// TestReadmeJobRunsOnce runs the README's quick start the way cron runs a job: 4 copies
+// started at once, as processes, against 5 real redis-server nodes. Exactly one writes
+// the report; the others exit at once, with status 0, saying the lock was held. (The
+// former quick start, a 30 s blocking Acquire, wrote it 4 times, one after the other.)
+func TestReadmeJobRunsOnce(t *testing.T) {
+	checkRunsOnce(t, readmeQuickStart(t))
+}
+
+// checkRunsOnce builds code as the README job and checks that of 4 copies started at
+// once exactly one writes the report, and the other three exit quietly.
+func checkRunsOnce(t *testing.T, code string) {
+	servers := redistest.StartN(t, 5, redistest.Options{})
+	var urls []string
+	for _, a := range redistest.Addrs(servers) {
+		urls = append(urls, "redis://"+a)
+	}
+	bin := buildReadmeJob(t, code, urls)
+	reports := filepath.Join(t.TempDir(), "reports")
+
+	copies, exits := runCopies(t, bin, reports, 4)
+	// The copy that won works until its stdin closes: the other three must exit first,
+	// on their own.
+	exited := 0
+	timeout := time.After(15 * time.Second)
+wait:
+	for exited < 3 {
+		select {
+		case <-exits:
+			exited++
+		case <-timeout:
+			break wait
+		}
+	}
+	for _, c := range copies {
+		c.stdin.Close()
+	}
+	for _, c := range copies {
+		<-c.exited
+	}
+	data, err := os.ReadFile(reports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "report by"); n != 1 || exited != 3 {
+		t.Fatalf("4 copies started at once: %d wrote the report, %d exited on their own while one worked; want 1 and 3\n%s", n, exited, data)
+	}
+	quiet := 0
+	for i, c := range copies {
+		if code := c.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("copy %d exited with %d: %s", i+1, code, c.stderr.String())
+		}
+		if strings.Contains(c.stderr.String(), "another copy is writing the report") {
+			quiet++
+		}
+	}
+	if quiet != 3 {
+		t.Errorf("%d copies said the lock was held, want 3", quiet)
+	}
+}
+
+// TestDoRefusesTTLTooShortForKeepAlive: Do with a TTL that KeepAlive cannot renew (below
+// 20 × NodeTimeout; or too little validity after the drift allowance) returns at once,
+// naming the numbers, before acquiring anything: fn does not run and no node gets the
+// key. (Before, a 20 ms TTL was accepted and fn's context was cancelled µs later.)
+func TestDoRefusesTTLTooShortForKeepAlive(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	drifty := c.newClient(redlock.Options{DriftFactor: 0.95})
+	for _, tc := range []struct {
+		name   string
+		client *redlock.Client
+		ttl    time.Duration
+		text   string
+	}{
+		{"below 20 × NodeTimeout", c.client, 20 * time.Millisecond,
+			"redlock: ttl too short to keep alive: 20ms is below 20 × NodeTimeout (50ms) = 1s"},
+		{"validity after drift", drifty, 10 * time.Second,
+			"redlock: ttl too short to keep alive: 10s with DriftFactor 0.95 gives a renewal at most 498ms of validity, below 10 × NodeTimeout (50ms) = 500ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			err := tc.client.Do(t.Context(), "short", tc.ttl, func(ctx context.Context) error {
+				ran = true
+				return nil
+			})
+			if ran {
+				t.Fatal("fn ran with a TTL that cannot be kept alive")
+			}
+			if !errors.Is(err, redlock.ErrTTLTooShort) || !errors.Is(err, redlock.ErrNotRun) {
+				t.Fatalf("Do: %v; want ErrTTLTooShort and ErrNotRun", err)
+			}
+			if want := `redlock: do "short": ` + tc.text; err.Error() != want {
+				t.Fatalf("Do's error:\n got %s\nwant %s", err, want)
+			}
+			c.wantValues("short", "", "", "")
+		})
+	}
+	opts := redlock.Options{}
+	if err := opts.CheckKeepAliveTTL(time.Second); err != nil {
+		t.Errorf("CheckKeepAliveTTL(1s) with the defaults: %v", err)
+	}
+	if err := opts.CheckKeepAliveTTL(999 * time.Millisecond); !errors.Is(err, redlock.ErrTTLTooShort) {
+		t.Errorf("CheckKeepAliveTTL(999ms) with the defaults: %v, want ErrTTLTooShort", err)
+	}
+	if err := (redlock.Options{DriftFactor: 0.95}).CheckKeepAliveTTL(20 * time.Second); err != nil {
+		t.Errorf("CheckKeepAliveTTL(20s) with DriftFactor 0.95 (998ms of validity): %v", err)
+	}
+	if err := opts.CheckKeepAliveTTL(1500 * time.Microsecond); err == nil || errors.Is(err, redlock.ErrTTLTooShort) {
+		t.Errorf("CheckKeepAliveTTL(1.5ms): %v, want the invalid-TTL error", err)
+	}
+}
+
+// TestKeepAliveRefusesTTLTooShort: KeepAlive on a lock whose TTL it cannot renew returns
+// a context already cancelled with the reason, and leaves the lock held.
+func TestKeepAliveRefusesTTLTooShort(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	lock, err := c.client.TryAcquire(t.Context(), "short-kept", 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	if work.Err() == nil {
+		t.Fatal("KeepAlive accepted a 500 ms TTL with a 50 ms node timeout")
+	}
+	cause := context.Cause(work)
+	if !errors.Is(cause, redlock.ErrTTLTooShort) || errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("cause %v; want ErrTTLTooShort, not ErrLockLost", cause)
+	}
+	if want := `redlock: keep alive "short-kept": redlock: ttl too short to keep alive: 500ms is below 20 × NodeTimeout (50ms) = 1s`; cause.Error() != want {
+		t.Fatalf("cause:\n got %s\nwant %s", cause, want)
+	}
+	if _, err := c.newClient(redlock.Options{}).TryAcquire(t.Context(), "short-kept", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("another client after the refused KeepAlive: %v, want ErrNotAcquired (still held)", err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatalf("Release after the refused KeepAlive: %v", err)
+	}
+}
+
+// TestKeepAliveRenewsOnTheValidityGranted: with DriftFactor 0.95 a 20 s TTL gives each
+// renewal at most 998 ms of validity. KeepAlive renews every third of that, so the lock
+// stays held for several of those validities. (Renewing every ttl/3, 6.7 s, it gave up
+// at once: no renewal could be confirmed before Until − ttl/10.)
+func TestKeepAliveRenewsOnTheValidityGranted(t *testing.T) {
+	opts := redlock.Options{DriftFactor: 0.95}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	const ttl = 20 * time.Second
+	lock, err := c.client.TryAcquire(t.Context(), "drifty", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lock.Until()
+	if v := time.Until(first); v > time.Second {
+		t.Fatalf("validity %v with DriftFactor 0.95 of 20 s, want under 1 s", v)
+	}
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	select { // the work: 2.5 validities
+	case <-work.Done():
+		t.Fatalf("work context ended while the nodes were healthy: %v", context.Cause(work))
+	case <-time.After(2500 * time.Millisecond):
+	}
+	if !lock.Until().After(first.Add(1500 * time.Millisecond)) {
+		t.Fatalf("Until moved from %v only to %v", first, lock.Until())
+	}
+	if _, err := c.newClient(opts).TryAcquire(t.Context(), "drifty", ttl); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("another client while kept alive: %v, want ErrNotAcquired", err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDoWaitAtMostBoundsTheWaitOnly: WaitAtMost(1s) bounds the wait for the lock, not
+// the work: Do waits while another client holds the key, gets it when released, and 3 s
+// of work run to the end. Held for longer than the bound, Do gives up after it, without
+// running fn. (With a 1 s context deadline instead, the work was cancelled at 1 s.)
+func TestDoWaitAtMostBoundsTheWaitOnly(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	other := c.newClient(redlock.Options{})
+	held, err := other.TryAcquire(t.Context(), "bounded", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // release once Do waits for the key
+		for c.client.Waiting("bounded") == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		held.Release(context.Background())
+	}()
+	start := time.Now()
+	var workTook time.Duration
+	err = c.client.Do(t.Context(), "bounded", time.Second, func(ctx context.Context) error {
+		began := time.Now()
+		defer func() { workTook = time.Since(began) }()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(3 * time.Second): // the work
+			return nil
+		}
+	}, redlock.WaitAtMost(time.Second))
+	if err != nil {
+		t.Fatalf("Do after %v (work %v): %v", time.Since(start), workTook, err)
+	}
+	if workTook < 3*time.Second {
+		t.Fatalf("work took %v, want the full 3 s", workTook)
+	}
+
+	held, err = other.TryAcquire(t.Context(), "bounded", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	ran := false
+	start = time.Now()
+	err = c.client.Do(t.Context(), "bounded", time.Second, func(ctx context.Context) error {
+		ran = true
+		return nil
+	}, redlock.WaitAtMost(300*time.Millisecond))
+	took := time.Since(start)
+	if ran || !errors.Is(err, redlock.ErrNotRun) || !errors.Is(err, redlock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do while held elsewhere: ran %v, err %v; want not run, ErrNotRun, ErrNotAcquired and DeadlineExceeded", ran, err)
+	}
+	if took < 300*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("Do gave up after %v, want about the 300 ms bound", took)
+	}
+}
+
+// TestDoTryOnce: with the key held elsewhere, TryOnce makes one attempt and returns at
+// once (no retry delay asked for), without running fn; with the key free, fn runs.
+func TestDoTryOnce(t *testing.T) {
+	var delays atomic.Int64
+	opts := redlock.Options{RetryDelay: func(attempt int) time.Duration {
+		delays.Add(1)
+		return 10 * time.Millisecond
+	}}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	held, err := c.newClient(redlock.Options{}).TryAcquire(t.Context(), "once", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []redlock.DoOption{redlock.TryOnce(), redlock.SkipIfHeld(), redlock.WaitAtMost(0)} {
+		ran := false
+		start := time.Now()
+		err = c.client.Do(context.Background(), "once", time.Second, func(ctx context.Context) error {
+			ran = true
+			return nil
+		}, opt)
+		took := time.Since(start)
+		var run *redlock.RunError
+		if ran || errors.As(err, &run) || !errors.Is(err, redlock.ErrNotRun) || !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("Do while held elsewhere: ran %v, err %v; want not run, ErrNotRun and ErrNotAcquired", ran, err)
+		}
+		if took > 500*time.Millisecond || delays.Load() != 0 {
+			t.Fatalf("Do took %v and asked for %d retry delays; want one quick attempt", took, delays.Load())
+		}
+	}
+	if err := held.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if err := c.client.Do(context.Background(), "once", time.Second, func(ctx context.Context) error {
+		ran = true
+		return nil
+	}, redlock.TryOnce()); err != nil || !ran {
+		t.Fatalf("Do on a free key with TryOnce: ran %v, err %v", ran, err)
+	}
+}
+
+// TestDoSkipIfHeldRunsOneCopy: 4 Clients (4 copies of a job) call Do with SkipIfHeld at
+// the same instant, round after round: in every round exactly one runs fn, and the
+// others return ErrNotAcquired without waiting for it.
+func TestDoSkipIfHeldRunsOneCopy(t *testing.T) {
+	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
+	clients := []*redlock.Client{c.client}
+	for range 3 {
+		clients = append(clients, c.newClient(redlock.Options{}))
+	}
+	for round := range 10 {
+		key := fmt.Sprintf("copies-%d", round)
+		start := make(chan struct{})
+		finish := make(chan struct{})
+		var ran atomic.Int32
+		errs := make(chan error, len(clients))
+		for _, cl := range clients {
+			go func() {
+				<-start
+				errs <- cl.Do(context.Background(), key, time.Second, func(ctx context.Context) error {
+					ran.Add(1)
+					<-finish // work until the other copies have returned
+					return nil
+				}, redlock.SkipIfHeld())
+			}()
+		}
+		close(start)
+		for range len(clients) - 1 {
+			if err := <-errs; !errors.Is(err, redlock.ErrNotRun) || !errors.Is(err, redlock.ErrNotAcquired) {
+				t.Errorf("round %d: a copy returned %v while another ran; want ErrNotRun and ErrNotAcquired", round, err)
+			}
+		}
+		close(finish)
+		if err := <-errs; err != nil {
+			t.Errorf("round %d: the copy that ran: %v", round, err)
+		}
+		if n := ran.Load(); n != 1 {
+			t.Fatalf("round %d: %d copies ran, want 1", round, n)
+		}
+	}
+}
