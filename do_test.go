@@ -475,3 +475,159 @@ func TestDoSkipIfHeldRunsOneCopy(t *testing.T) {
 		}
 	}
 }
+
+// stealKey sets key to another token on every node, and deletes it when the test ends.
+func (c *cluster) stealKey(ctx context.Context, key string) {
+	for _, a := range c.admin {
+		a.Set(ctx, key, "intruder", time.Minute)
+	}
+	c.t.Cleanup(func() {
+		for _, a := range c.admin {
+			a.Del(context.Background(), key)
+		}
+	})
+}
+
+// TestDoOutcomes: Do's error tells "not run" from "ran, fn failed", "ran, then lost the
+// lock" and "ran, the release failed" without a flag set inside fn, and its text says
+// each thing once. (Before, fn's error and the loss cause were joined: when fn returned
+// the cause, as a context-aware function does, the text said it twice; a failed Release
+// after fn succeeded looked like any other failed step.)
+func TestDoOutcomes(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	var run *redlock.RunError
+
+	t.Run("not run", func(t *testing.T) {
+		held, err := c.newClient(redlock.Options{}).TryAcquire(ctx, "outcome", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(context.Background())
+		err = c.client.Do(ctx, "outcome", time.Second, func(context.Context) error { return nil }, redlock.TryOnce())
+		if errors.As(err, &run) || !errors.Is(err, redlock.ErrNotRun) || !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("held elsewhere: %v; want ErrNotRun and ErrNotAcquired, no RunError", err)
+		}
+		var qe *redlock.QuorumError
+		if !errors.As(err, &qe) || err.Error() != qe.Error() {
+			t.Fatalf("not run: text %q, want the attempt's %v", err, qe)
+		}
+	})
+
+	t.Run("fn failed", func(t *testing.T) {
+		errWork := errors.New("work failed")
+		err := c.client.Do(ctx, "outcome", time.Second, func(context.Context) error { return errWork })
+		if !errors.As(err, &run) || run.Err != errWork || run.Lost != nil || run.Release != nil || errors.Is(err, redlock.ErrNotRun) {
+			t.Fatalf("fn failed: %#v; want a RunError with fn's error only", err)
+		}
+		if err.Error() != "work failed" {
+			t.Fatalf("text %q, want fn's", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name string
+		ret  func(ctx context.Context) error
+		text func(cause error) string
+	}{
+		{"lost, fn returned the cause", context.Cause, func(cause error) string { return cause.Error() }},
+		{"lost, fn wrapped the cause", func(ctx context.Context) error { return fmt.Errorf("report: %w", context.Cause(ctx)) },
+			func(cause error) string { return "report: " + cause.Error() }},
+		{"lost, fn quoted the cause", func(ctx context.Context) error { return fmt.Errorf("report: %v", context.Cause(ctx)) },
+			func(cause error) string { return "report: " + cause.Error() }},
+		{"lost, fn returned ctx.Err()", func(ctx context.Context) error { return ctx.Err() },
+			func(cause error) string { return "context canceled; " + cause.Error() }},
+		{"lost, fn returned nil", func(context.Context) error { return nil }, func(cause error) string { return cause.Error() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := "outcome-" + strings.ReplaceAll(tc.name, " ", "-")
+			var cause error
+			err := c.client.Do(ctx, key, time.Second, func(ctx context.Context) error {
+				c.stealKey(ctx, key)
+				<-ctx.Done() // the keeper notices at its next renewal
+				cause = context.Cause(ctx)
+				return tc.ret(ctx)
+			})
+			if !errors.As(err, &run) || run.Lost != cause || run.Release != nil || !errors.Is(err, redlock.ErrLockLost) || errors.Is(err, redlock.ErrNotRun) {
+				t.Fatalf("lost while fn ran: %v; want a RunError whose Lost is the cause %v", err, cause)
+			}
+			if want := tc.text(cause); err.Error() != want {
+				t.Fatalf("text:\n got %s\nwant %s", err, want)
+			}
+			if n := strings.Count(err.Error(), "lock lost"); n != 1 {
+				t.Fatalf("text says \"lock lost\" %d times: %s", n, err)
+			}
+		})
+	}
+
+	t.Run("release failed", func(t *testing.T) {
+		err := c.client.Do(ctx, "outcome", time.Second, func(context.Context) error {
+			c.servers[1].Pause()
+			c.servers[2].Pause()
+			return nil
+		})
+		c.servers[1].Resume()
+		c.servers[2].Resume()
+		if !errors.As(err, &run) || run.Err != nil || run.Lost != nil || run.Release == nil ||
+			!errors.Is(err, redlock.ErrUnavailable) || errors.Is(err, redlock.ErrNotRun) || errors.Is(err, redlock.ErrLockLost) {
+			t.Fatalf("release failed after fn succeeded: %v; want a RunError with Release's ErrUnavailable only", err)
+		}
+		if err.Error() != run.Release.Error() || !strings.HasPrefix(err.Error(), `redlock: quorum unavailable: release "outcome"`) {
+			t.Fatalf("text %q, want Release's", err)
+		}
+	})
+}
+
+// TestKeepAliveLossNamesTheNodes: when renewals fail until no renewal can be confirmed
+// in time, the loss cause (KeepAlive's context cause, and Do's error) carries the last
+// renewal's *QuorumError, whose NodeErrors name exactly the nodes that stopped
+// answering: here 3 of 5, paused. It matches ErrLockLost and no other sentinel.
+// (Before, the cause said "no renewal confirmed in time" and nothing about the nodes.)
+func TestKeepAliveLossNamesTheNodes(t *testing.T) {
+	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
+	addrs := redistest.Addrs(c.servers)
+	paused := []int{1, 3, 4}
+	defer func() {
+		for _, i := range paused {
+			c.servers[i].Resume()
+		}
+	}()
+	var cause error
+	err := c.client.Do(t.Context(), "silent", time.Second, func(ctx context.Context) error {
+		for _, i := range paused {
+			c.servers[i].Pause()
+		}
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return cause
+	})
+	for _, i := range paused {
+		c.servers[i].Resume()
+	}
+	for what, e := range map[string]error{"Do's error": err, "fn's context cause": cause} {
+		var qe *redlock.QuorumError
+		if !errors.As(e, &qe) {
+			t.Fatalf("%s %v carries no QuorumError", what, e)
+		}
+		if !errors.Is(e, redlock.ErrLockLost) || errors.Is(e, redlock.ErrUnavailable) || errors.Is(e, redlock.ErrNotAcquired) {
+			t.Fatalf("%s %v: want ErrLockLost only", what, e)
+		}
+		var failed []string
+		for _, ne := range qe.Errors.Errors {
+			var n *redlock.NodeError
+			if !errors.As(ne, &n) {
+				t.Fatalf("%s: %v is not a NodeError", what, ne)
+			}
+			failed = append(failed, n.Node)
+		}
+		want := []string{addrs[1], addrs[3], addrs[4]}
+		if strings.Join(failed, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s names the failed nodes %v, want the paused %v: %v", what, failed, want, e)
+		}
+		prefix := `redlock: lock lost: keep alive "silent": no renewal confirmed in time; last extend: 2 of 5 nodes agreed, 3 needed, 3 failed: node ` + addrs[1]
+		if !strings.HasPrefix(e.Error(), prefix) {
+			t.Fatalf("%s text:\n got %s\nwant it to begin %s", what, e, prefix)
+		}
+	}
+	t.Logf("cause: %v", cause)
+}
