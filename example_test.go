@@ -177,3 +177,94 @@ func ExampleLock_KeepAlive() {
 	// leading
 	// <nil>
 }
+
+func ExampleSkipIfHeld() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	other, _ := redlock.New(nodes, redlock.Options{})
+	defer other.Close()
+	ctx := context.Background()
+
+	// Another copy of the job holds the lock: this one does not wait for it.
+	held, _ := other.TryAcquire(ctx, "nightly-report", 30*time.Second)
+	err := client.Do(ctx, "nightly-report", 30*time.Second, func(ctx context.Context) error {
+		fmt.Println("writing the report") // not reached
+		return nil
+	}, redlock.SkipIfHeld())
+	fmt.Println("not run, held elsewhere:", errors.Is(err, redlock.ErrNotRun) && errors.Is(err, redlock.ErrNotAcquired))
+	held.Release(ctx)
+	// Output:
+	// not run, held elsewhere: true
+}
+
+func ExampleWaitAtMost() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+
+	// Wait at most a second for the lock. The work is not bound by that second: its
+	// context ends only if the lock is lost (or the caller's context ends).
+	err := client.Do(context.Background(), "migrations", 10*time.Second, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(1500 * time.Millisecond): // work for longer than the wait bound
+			fmt.Println("migrated")
+			return nil
+		}
+	}, redlock.WaitAtMost(time.Second))
+	fmt.Println("done:", err)
+	// Output:
+	// migrated
+	// done: <nil>
+}
+
+// Telling Do's outcomes apart, without a flag set inside fn: check for a *RunError
+// first (fn ran), then for ErrNotRun.
+func ExampleRunError() {
+	nodes, servers, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+
+	report := func(err error) string {
+		var run *redlock.RunError
+		switch {
+		case err == nil:
+			return "ran, released"
+		case errors.As(err, &run) && run.Lost != nil:
+			return "ran, then lost the lock: " + run.Lost.Error() // stop trusting the work's result
+		case errors.As(err, &run) && run.Err != nil:
+			return "ran, failed: " + run.Err.Error()
+		case errors.As(err, &run):
+			return "ran, but the release failed (the keys expire with the TTL)"
+		case errors.Is(err, redlock.ErrNotAcquired):
+			return "not run: held elsewhere"
+		default:
+			return "not run: " + err.Error() // nodes down, bad settings, context ended
+		}
+	}
+	ctx := context.Background()
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error { return nil })))
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error {
+		return errors.New("disk full")
+	})))
+	other, _ := redlock.New(nodes, redlock.Options{})
+	defer other.Close()
+	held, _ := other.TryAcquire(ctx, "job", 10*time.Second)
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error { return nil }, redlock.TryOnce())))
+	held.Release(ctx)
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error {
+		servers[1].Close() // two of three nodes gone before the release
+		servers[2].Close()
+		return nil
+	})))
+	// Output:
+	// ran, released
+	// ran, failed: disk full
+	// not run: held elsewhere
+	// ran, but the release failed (the keys expire with the TTL)
+}
