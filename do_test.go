@@ -280,23 +280,25 @@ func TestDoRefusesTTLTooShortForKeepAlive(t *testing.T) {
 // a context already cancelled with the reason, and leaves the lock held.
 func TestKeepAliveRefusesTTLTooShort(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
-	lock, err := c.client.TryAcquire(t.Context(), "short-kept", 500*time.Millisecond)
+	other := c.newClient(redlock.Options{})
+	warmUp(t, other)
+	lock, err := acquireRetrying(t, c.client, "short-kept", 900*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	work, stop := lock.KeepAlive(t.Context())
 	defer stop()
 	if work.Err() == nil {
-		t.Fatal("KeepAlive accepted a 500 ms TTL with a 50 ms node timeout")
+		t.Fatal("KeepAlive accepted a 900 ms TTL with a 50 ms node timeout")
 	}
 	cause := context.Cause(work)
 	if !errors.Is(cause, redlock.ErrTTLTooShort) || errors.Is(cause, redlock.ErrLockLost) {
 		t.Fatalf("cause %v; want ErrTTLTooShort, not ErrLockLost", cause)
 	}
-	if want := `redlock: keep alive "short-kept": redlock: ttl too short to keep alive: 500ms is below 20 × NodeTimeout (50ms) = 1s`; cause.Error() != want {
+	if want := `redlock: keep alive "short-kept": redlock: ttl too short to keep alive: 900ms is below 20 × NodeTimeout (50ms) = 1s`; cause.Error() != want {
 		t.Fatalf("cause:\n got %s\nwant %s", cause, want)
 	}
-	if _, err := c.newClient(redlock.Options{}).TryAcquire(t.Context(), "short-kept", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+	if _, err := other.TryAcquire(t.Context(), "short-kept", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("another client after the refused KeepAlive: %v, want ErrNotAcquired (still held)", err)
 	}
 	if err := lock.Release(t.Context()); err != nil {
@@ -312,7 +314,7 @@ func TestKeepAliveRenewsOnTheValidityGranted(t *testing.T) {
 	opts := redlock.Options{DriftFactor: 0.95}
 	c := newCluster(t, 3, redistest.Options{}, opts)
 	const ttl = 20 * time.Second
-	lock, err := c.client.TryAcquire(t.Context(), "drifty", ttl)
+	lock, err := acquireRetrying(t, c.client, "drifty", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,9 @@ func TestKeepAliveRenewsOnTheValidityGranted(t *testing.T) {
 	if !lock.Until().After(first.Add(1500 * time.Millisecond)) {
 		t.Fatalf("Until moved from %v only to %v", first, lock.Until())
 	}
-	if _, err := c.newClient(opts).TryAcquire(t.Context(), "drifty", ttl); !errors.Is(err, redlock.ErrNotAcquired) {
+	other := c.newClient(opts)
+	warmUp(t, other)
+	if _, err := other.TryAcquire(t.Context(), "drifty", ttl); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("another client while kept alive: %v, want ErrNotAcquired", err)
 	}
 	if err := lock.Release(t.Context()); err != nil {
@@ -345,7 +349,7 @@ func TestKeepAliveRenewsOnTheValidityGranted(t *testing.T) {
 func TestDoWaitAtMostBoundsTheWaitOnly(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	other := c.newClient(redlock.Options{})
-	held, err := other.TryAcquire(t.Context(), "bounded", 10*time.Second)
+	held, err := acquireRetrying(t, other, "bounded", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +378,7 @@ func TestDoWaitAtMostBoundsTheWaitOnly(t *testing.T) {
 		t.Fatalf("work took %v, want the full 3 s", workTook)
 	}
 
-	held, err = other.TryAcquire(t.Context(), "bounded", 10*time.Second)
+	held, err = acquireRetrying(t, other, "bounded", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +407,8 @@ func TestDoTryOnce(t *testing.T) {
 		return 10 * time.Millisecond
 	}}
 	c := newCluster(t, 3, redistest.Options{}, opts)
-	held, err := c.newClient(redlock.Options{}).TryAcquire(t.Context(), "once", 10*time.Second)
+	warmUp(t, c.client)
+	held, err := acquireRetrying(t, c.newClient(redlock.Options{}), "once", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,6 +449,9 @@ func TestDoSkipIfHeldRunsOneCopy(t *testing.T) {
 	for range 3 {
 		clients = append(clients, c.newClient(redlock.Options{}))
 	}
+	for _, cl := range clients {
+		warmUp(t, cl)
+	}
 	for round := range 10 {
 		key := fmt.Sprintf("copies-%d", round)
 		start := make(chan struct{})
@@ -476,6 +484,20 @@ func TestDoSkipIfHeldRunsOneCopy(t *testing.T) {
 	}
 }
 
+// warmUp connects client to every node and loads the scripts, so that its next
+// attempt is not the first over cold connections (which can miss a 50 ms node timeout
+// on a loaded machine).
+func warmUp(t *testing.T, client *redlock.Client) {
+	t.Helper()
+	lock, err := acquireRetrying(t, client, "warm-up", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stealKey sets key to another token on every node, and deletes it when the test ends.
 func (c *cluster) stealKey(ctx context.Context, key string) {
 	for _, a := range c.admin {
@@ -495,11 +517,12 @@ func (c *cluster) stealKey(ctx context.Context, key string) {
 // after fn succeeded looked like any other failed step.)
 func TestDoOutcomes(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	warmUp(t, c.client)
 	ctx := t.Context()
 	var run *redlock.RunError
 
 	t.Run("not run", func(t *testing.T) {
-		held, err := c.newClient(redlock.Options{}).TryAcquire(ctx, "outcome", 10*time.Second)
+		held, err := acquireRetrying(t, c.newClient(redlock.Options{}), "outcome", 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 func TestKeepAliveHoldsPastTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
-	lock, err := c.client.TryAcquire(t.Context(), "kept", ttl)
+	lock, err := acquireRetrying(t, c.client, "kept", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestKeepAliveLossBeforeValidityEnds(t *testing.T) {
 func TestKeepAliveTakenOver(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
-	lock, err := c.client.TryAcquire(t.Context(), "stolen", 10*ttl)
+	lock, err := acquireRetrying(t, c.client, "stolen", 10*ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestKeepAliveTakenOver(t *testing.T) {
 func TestKeepAliveStops(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
-	lock, err := c.client.TryAcquire(t.Context(), "stops", ttl)
+	lock, err := acquireRetrying(t, c.client, "stops", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestKeepAliveStops(t *testing.T) {
 	next.Release(t.Context())
 
 	// A new KeepAlive after the first ended is allowed.
-	lock2, err := c.client.TryAcquire(t.Context(), "stops-2", ttl)
+	lock2, err := acquireRetrying(t, c.client, "stops-2", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +190,16 @@ func TestDo(t *testing.T) {
 		t.Fatalf("Do with the lock taken: got %v, want ErrLockLost and the work's context error", err)
 	}
 	c.wantValues("job", "intruder", "intruder", "intruder")
+}
+
+// acquireRetrying acquires key, retrying failed attempts for up to 5 s: with a node
+// timeout of a few milliseconds, a first attempt over cold connections (dial, script
+// load) can time out.
+func acquireRetrying(t *testing.T, c *redlock.Client, key string, ttl time.Duration) (*redlock.Lock, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	return c.Acquire(ctx, key, ttl)
 }
 
 // stackShows reports whether some goroutine's stack holds every one of the given
