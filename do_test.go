@@ -654,3 +654,28 @@ func TestKeepAliveLossNamesTheNodes(t *testing.T) {
 	}
 	t.Logf("cause: %v", cause)
 }
+
+// TestRunErrorText pins the shape of RunError's text for every combination: each part
+// once, fn's error first, "; " between.
+func TestRunErrorText(t *testing.T) {
+	fnErr := errors.New("write failed")
+	lost := errors.New("redlock: lock lost: extend \"k\": 0 of 3 nodes agreed, 2 needed, 3 refused")
+	rel := errors.New("redlock: quorum unavailable: release \"k\": 1 of 3 nodes agreed, 2 needed, 2 failed")
+	for _, tc := range []struct {
+		e    redlock.RunError
+		want string
+	}{
+		{redlock.RunError{Key: "k", Err: fnErr}, "write failed"},
+		{redlock.RunError{Key: "k", Lost: lost}, lost.Error()},
+		{redlock.RunError{Key: "k", Release: rel}, rel.Error()},
+		{redlock.RunError{Key: "k", Err: fnErr, Lost: lost}, "write failed; " + lost.Error()},
+		{redlock.RunError{Key: "k", Err: fnErr, Release: rel}, "write failed; " + rel.Error()},
+		{redlock.RunError{Key: "k", Err: fmt.Errorf("write: %w", lost), Lost: lost}, "write: " + lost.Error()},
+		{redlock.RunError{Key: "k", Err: errors.Join(lost, errors.New("flush")), Lost: lost}, lost.Error() + "\nflush"},
+		{redlock.RunError{Key: "k"}, `redlock: do "k": no error`},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%+v:\n got %q\nwant %q", tc.e, got, tc.want)
+		}
+	}
+}

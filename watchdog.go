@@ -246,7 +246,7 @@ func TryOnce() DoOption { return func(o *doOptions) { o.mode = doTryOnce } }
 // several copies start at once (cron on several machines): one runs, the others return
 // an error matching ErrNotRun and ErrNotAcquired. After 3 failed attempts, Do returns
 // the last one's error (ErrUnavailable when too many nodes failed). WaitAtMost bounds
-// the attempts' time too.
+// the attempts' time too. See Client.AcquireUnlessHeld, which it uses.
 func SkipIfHeld() DoOption { return func(o *doOptions) { o.mode = doSkipIfHeld } }
 
 // WaitAtMost bounds how long Do waits for the lock to d, without bounding the work: fn's
@@ -263,8 +263,16 @@ func WaitAtMost(d time.Duration) DoOption {
 	}
 }
 
-// acquireUnlessHeld is Do's acquisition with SkipIfHeld.
-func (c *Client) acquireUnlessHeld(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+// AcquireUnlessHeld takes the lock on key for ttl unless it is held elsewhere: it never
+// waits for another holder, and is what Do does with SkipIfHeld. It returns at once,
+// with TryAcquire's error (matching ErrNotAcquired), when an attempt finds the key held
+// elsewhere: no node said yes and the refusals rule out a majority. An attempt that
+// failed otherwise (a split vote with other callers that started at the same instant,
+// nodes that failed or answered late, such as a first call over a cold connection) is
+// retried after a random pause of one to three round trips, up to 3 attempts in all;
+// then it returns the last attempt's error. It also stops when ctx ends, on a reply no
+// retry can fix, and once Close was called.
+func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	for attempt := 1; ; attempt++ {
 		lock, err := c.TryAcquire(ctx, key, ttl)
 		var qe *QuorumError
@@ -321,7 +329,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	case doTryOnce:
 		acquire = c.TryAcquire
 	case doSkipIfHeld:
-		acquire = c.acquireUnlessHeld
+		acquire = c.AcquireUnlessHeld
 	}
 	waitCtx := ctx
 	if o.wait > 0 {
