@@ -110,7 +110,10 @@ func buildReadmeJob(t *testing.T, code string, urls []string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(tmp, "readmejob")
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		gocmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
 	build := exec.Command(gocmd, "build", "-overlay", overlayFile, "-o", bin, "./internal/readmejob")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the README's quick start: %v\n%s", err, out)
@@ -353,8 +356,9 @@ func TestDoWaitAtMostBoundsTheWaitOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := t.Context()
 	go func() { // release once Do waits for the key
-		for c.client.Waiting("bounded") == 0 {
+		for c.client.Waiting("bounded") == 0 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
 		held.Release(context.Background())
