@@ -291,11 +291,11 @@ func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Dur
 }
 
 // Do acquires the lock on key (waiting as Acquire does, unless TryOnce, SkipIfHeld or
-// WaitAtMost says otherwise), runs fn under KeepAlive, and releases the lock when fn returns (or
-// panics), on a context the caller cannot have cancelled. fn's context is cancelled when
-// the lock is lost, before its validity ends, and when ctx ends; fn must then stop its
-// work promptly. ctx bounds both the wait and the work; WaitAtMost bounds the wait
-// alone.
+// WaitAtMost says otherwise), runs fn under KeepAlive, and releases the lock when fn
+// returns (or panics), on a context the caller cannot have cancelled. fn's context is
+// cancelled when the lock is lost, before its validity ends, and when ctx ends; fn must
+// then stop its work promptly. ctx bounds both the wait and the work; WaitAtMost bounds
+// the wait alone.
 //
 // Do checks ttl with Options.CheckKeepAliveTTL first (at least 20 × NodeTimeout, 1 s
 // with the defaults) and returns that error, matching ErrTTLTooShort and ErrNotRun,
