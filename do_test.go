@@ -446,7 +446,9 @@ func TestDoTryOnce(t *testing.T) {
 
 // TestDoSkipIfHeldRunsOneCopy: 4 Clients (4 copies of a job) call Do with SkipIfHeld at
 // the same instant, round after round: in every round exactly one runs fn, and the
-// others return ErrNotAcquired without waiting for it.
+// others return ErrNotAcquired without waiting for it. (With a single attempt in place
+// of SkipIfHeld, and cold Clients, round 0 once ended with all four attempts timed out
+// and no copy running.)
 func TestDoSkipIfHeldRunsOneCopy(t *testing.T) {
 	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
 	clients := []*redlock.Client{c.client}
