@@ -36,3 +36,10 @@ func drift(ttl time.Duration, factor float64) time.Duration {
 func validity(ttl, elapsed time.Duration, factor float64) time.Duration {
 	return ttl - elapsed - drift(ttl, factor)
 }
+
+// bestValidity returns the validity a step that sets ttl gives at best, when it takes no
+// time at all: ttl − drift. A step that took elapsed gives elapsed less, but counted
+// from its end, so the validity still ends bestValidity after the step started.
+func bestValidity(ttl time.Duration, factor float64) time.Duration {
+	return ttl - drift(ttl, factor)
+}

@@ -49,6 +49,8 @@
 // ErrNotAcquired (held elsewhere), ErrUnavailable (too many nodes failed or were too
 // slow) or ErrLockLost (the lock is no longer held), plus the context's error when the
 // caller's context ended. Each failed node's cause is a *NodeError naming the node.
+// Client.Do's error is a *RunError when its function ran, and matches ErrNotRun when it
+// did not.
 //
 // # Concurrency
 //

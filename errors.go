@@ -29,6 +29,18 @@ var (
 	// too many nodes, or Release found another token holding the key on too many nodes.
 	ErrLockLost = errors.New("redlock: lock lost")
 
+	// ErrTTLTooShort means a TTL that KeepAlive (and so Do) cannot keep renewed with the
+	// Client's options: see Options.CheckKeepAliveTTL. Do returns it before acquiring
+	// anything; KeepAlive cancels the context it returns with it, at once.
+	ErrTTLTooShort = errors.New("redlock: ttl too short to keep alive")
+
+	// ErrNotRun is matched by Do's error when fn did not run: Do refused its arguments,
+	// or the lock was not acquired (the error also matches Acquire's: ErrNotAcquired,
+	// ErrUnavailable, ErrClosed, the context's error). When fn ran, Do's error is a
+	// *RunError instead; test for that first (errors.As), since fn's own error could
+	// match ErrNotRun too.
+	ErrNotRun = errors.New("redlock: not run")
+
 	// ErrNodeTimeout is the cause recorded for a node that did not reply within
 	// Options.NodeTimeout. Its call may still land later; the library undoes it.
 	ErrNodeTimeout = errors.New("redlock: no reply within the node timeout")
@@ -77,11 +89,17 @@ type QuorumError struct {
 	kind   error         // ErrNotAcquired, ErrUnavailable or ErrLockLost
 	quorum time.Duration // acquire: how long until a majority had answered (0: never)
 	ctxErr error         // the caller's context error, if the step was cancelled
+	gaveUp string        // KeepAlive's loss cause: why it gave up after this failed renewal
 }
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s %q: %d of %d nodes agreed, %d needed", e.kind, e.Op, e.Key, e.Agreed, e.Nodes, e.Needed)
+	if e.gaveUp != "" {
+		fmt.Fprintf(&b, "%v: keep alive %q: %s; last %s: ", e.kind, e.Key, e.gaveUp, e.Op)
+	} else {
+		fmt.Fprintf(&b, "%v: %s %q: ", e.kind, e.Op, e.Key)
+	}
+	fmt.Fprintf(&b, "%d of %d nodes agreed, %d needed", e.Agreed, e.Nodes, e.Needed)
 	if e.Refused > 0 {
 		fmt.Fprintf(&b, ", %d refused", e.Refused)
 	}
@@ -176,6 +194,76 @@ func joinNodeErrors(errs []error) string {
 		parts[i] = err.Error()
 	}
 	return strings.Join(parts, "; ")
+}
+
+// renewalsFailed is KeepAlive's loss cause when its renewals kept failing until none
+// could be confirmed in time: a *QuorumError matching ErrLockLost (only) that carries the
+// last failed renewal's counts and per-node errors, so that the log says which nodes
+// stopped answering.
+func renewalsFailed(last *QuorumError, why string) *QuorumError {
+	qe := *last
+	qe.kind, qe.ctxErr, qe.gaveUp = ErrLockLost, nil, why
+	return &qe
+}
+
+// notRunError is Do's error when fn did not run: the cause's text, matching ErrNotRun
+// and the cause.
+type notRunError struct{ cause error }
+
+func (e *notRunError) Error() string   { return e.cause.Error() }
+func (e *notRunError) Unwrap() []error { return []error{ErrNotRun, e.cause} }
+
+// RunError is Do's error when fn ran: fn's error, the cause that ended the lock while fn
+// ran, or Release's error (at most one of Lost and Release is set). errors.Is and
+// errors.As see all three: errors.Is(err, ErrLockLost) holds when the lock was lost
+// while fn ran (errors.As then finds the *QuorumError of the last renewal, naming the
+// nodes that failed), errors.Is(err, ErrUnavailable) when only the Release failed that
+// way (the lock's keys then expire after the TTL).
+//
+// Its text never says the same thing twice: fn's error alone when it already contains
+// the lock's (fn returned context.Cause(ctx), or wrapped it), else the non-nil parts
+// joined by "; " in the order Err, Lost, Release.
+type RunError struct {
+	// Key is the lock's key.
+	Key string
+	// Err is fn's error, or nil.
+	Err error
+	// Lost is the cause that ended fn's context because the lock was lost (it matches
+	// ErrLockLost), or nil.
+	Lost error
+	// Release is Release's error when the lock was not lost while fn ran, or nil.
+	Release error
+}
+
+func (e *RunError) Error() string {
+	lockErr := e.Lost
+	if lockErr == nil {
+		lockErr = e.Release
+	}
+	switch {
+	case e.Err == nil && lockErr == nil:
+		return fmt.Sprintf("redlock: do %q: no error", e.Key) // a RunError made by hand
+	case lockErr == nil:
+		return e.Err.Error()
+	case e.Err == nil:
+		return lockErr.Error()
+	}
+	fnText, lockText := e.Err.Error(), lockErr.Error()
+	if errors.Is(e.Err, lockErr) || strings.Contains(fnText, lockText) {
+		return fnText
+	}
+	return fnText + "; " + lockText
+}
+
+// Unwrap returns the non-nil errors among Err, Lost and Release.
+func (e *RunError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Err, e.Lost, e.Release} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // lostError reports a lock that is known to be lost without asking any node.

@@ -13,8 +13,9 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// This is the README's quick start: five independent Redis masters (docker/compose.yaml
-// starts them on these ports), one lock.
+// This is the README's quick start: a nightly job that cron starts on several machines
+// at once, over five independent Redis masters (docker/compose.yaml starts them on
+// these ports). One copy writes the report; the others find the lock held and exit.
 func Example() {
 	client, err := redlock.NewFromURLs([]string{
 		"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
@@ -25,21 +26,22 @@ func Example() {
 	}
 	defer client.Close()
 
-	// Wait up to 30 s for the lock; once held, it is ours for at most 10 s.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	lock, err := client.Acquire(ctx, "nightly-report", 10*time.Second)
+	// Never wait for another copy (SkipIfHeld): a copy that finds the lock held has
+	// nothing to do. The lock lives 30 s and is renewed while writeReport runs.
+	err = client.Do(context.Background(), "nightly-report", 30*time.Second, writeReport, redlock.SkipIfHeld())
 	switch {
-	case errors.Is(err, redlock.ErrNotAcquired):
-		log.Print("another run holds the lock")
-		return
+	case errors.Is(err, redlock.ErrNotRun) && errors.Is(err, redlock.ErrNotAcquired):
+		log.Print("another copy is writing the report") // not an error: exit quietly
 	case err != nil:
-		log.Fatal(err) // ErrUnavailable: too many nodes down or too slow
+		log.Fatal(err) // nodes down (not run), writeReport failed, or the lock was lost
 	}
-	defer lock.Release(context.Background())
+}
 
-	// Work only until lock.Until(); call lock.Extend to keep the lock longer.
-	fmt.Println("holding", lock.Key(), "until", lock.Until().Format(time.TimeOnly))
+// writeReport is the quick start's job. Its ctx ends if the lock is lost (before the
+// lock's validity does): the work must then stop.
+func writeReport(ctx context.Context) error {
+	fmt.Println("writing the report")
+	return ctx.Err()
 }
 
 // startNodes starts n in-process Redis servers (miniredis) for the runnable examples.
@@ -174,4 +176,95 @@ func ExampleLock_KeepAlive() {
 	// Output:
 	// leading
 	// <nil>
+}
+
+func ExampleSkipIfHeld() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	other, _ := redlock.New(nodes, redlock.Options{})
+	defer other.Close()
+	ctx := context.Background()
+
+	// Another copy of the job holds the lock: this one does not wait for it.
+	held, _ := other.TryAcquire(ctx, "nightly-report", 30*time.Second)
+	err := client.Do(ctx, "nightly-report", 30*time.Second, func(ctx context.Context) error {
+		fmt.Println("writing the report") // not reached
+		return nil
+	}, redlock.SkipIfHeld())
+	fmt.Println("not run, held elsewhere:", errors.Is(err, redlock.ErrNotRun) && errors.Is(err, redlock.ErrNotAcquired))
+	held.Release(ctx)
+	// Output:
+	// not run, held elsewhere: true
+}
+
+func ExampleWaitAtMost() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+
+	// Wait at most a second for the lock. The work is not bound by that second: its
+	// context ends only if the lock is lost (or the caller's context ends).
+	err := client.Do(context.Background(), "migrations", 10*time.Second, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(1500 * time.Millisecond): // work for longer than the wait bound
+			fmt.Println("migrated")
+			return nil
+		}
+	}, redlock.WaitAtMost(time.Second))
+	fmt.Println("done:", err)
+	// Output:
+	// migrated
+	// done: <nil>
+}
+
+// Telling Do's outcomes apart, without a flag set inside fn: check for a *RunError
+// first (fn ran), then for ErrNotRun.
+func ExampleRunError() {
+	nodes, servers, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+
+	report := func(err error) string {
+		var run *redlock.RunError
+		switch {
+		case err == nil:
+			return "ran, released"
+		case errors.As(err, &run) && run.Lost != nil:
+			return "ran, then lost the lock: " + run.Lost.Error() // stop trusting the work's result
+		case errors.As(err, &run) && run.Err != nil:
+			return "ran, failed: " + run.Err.Error()
+		case errors.As(err, &run):
+			return "ran, but the release failed (the keys expire with the TTL)"
+		case errors.Is(err, redlock.ErrNotAcquired):
+			return "not run: held elsewhere"
+		default:
+			return "not run: " + err.Error() // nodes down, bad settings, context ended
+		}
+	}
+	ctx := context.Background()
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error { return nil })))
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error {
+		return errors.New("disk full")
+	})))
+	other, _ := redlock.New(nodes, redlock.Options{})
+	defer other.Close()
+	held, _ := other.TryAcquire(ctx, "job", 10*time.Second)
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error { return nil }, redlock.TryOnce())))
+	held.Release(ctx)
+	fmt.Println(report(client.Do(ctx, "job", 10*time.Second, func(context.Context) error {
+		servers[1].Close() // two of three nodes gone before the release
+		servers[2].Close()
+		return nil
+	})))
+	// Output:
+	// ran, released
+	// ran, failed: disk full
+	// not run: held elsewhere
+	// ran, but the release failed (the keys expire with the TTL)
 }

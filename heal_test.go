@@ -34,8 +34,9 @@ func TestHealRestartedNode(t *testing.T) {
 
 // TestHealByKeepAlive: the same, with the renewals of KeepAlive doing the healing.
 func TestHealByKeepAlive(t *testing.T) {
+	const ttl = time.Second // KeepAlive needs ttl ≥ 20 × NodeTimeout
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
-	lock, err := c.client.TryAcquire(t.Context(), "kept", 600*time.Millisecond)
+	lock, err := c.client.TryAcquire(t.Context(), "kept", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

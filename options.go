@@ -100,6 +100,52 @@ func (o *Options) checkTTL(ttl time.Duration) error {
 	return nil
 }
 
+// KeepAlive's limits, as multiples of Options.NodeTimeout.
+const (
+	// minTTLTimeouts: a kept-alive TTL is at least this many node timeouts, so that a
+	// renewal step, which may take a node timeout, is a small part of each period.
+	minTTLTimeouts = 20
+	// minValidityTimeouts: the validity one renewal can give is at least this many node
+	// timeouts, so that two renewals a third of it apart, each allowed a node timeout,
+	// start before the work must stop (a tenth of it before the end).
+	minValidityTimeouts = 10
+)
+
+// CheckKeepAliveTTL reports whether Lock.KeepAlive (and so Client.Do) can keep a lock
+// with this ttl renewed under these options, and if not, why, naming the numbers. It
+// returns nil when ttl is a valid TTL (a positive whole number of milliseconds) that
+// meets both rules:
+//   - ttl ≥ 20 × NodeTimeout (1 s with the defaults);
+//   - the validity one renewal can give at best, ttl − (ttl × DriftFactor + 2 ms), is
+//     at least 10 × NodeTimeout. With the default DriftFactor the first rule implies
+//     this one; a large DriftFactor (0.95 of a 10 s TTL leaves 498 ms) can break it.
+//
+// Otherwise the error wraps ErrTTLTooShort (or describes the invalid TTL or options).
+// Zero fields of o mean their defaults, as in New.
+func (o Options) CheckKeepAliveTTL(ttl time.Duration) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	return o.checkKeepAlive(ttl)
+}
+
+// checkKeepAlive is CheckKeepAliveTTL for options with defaults applied.
+func (o *Options) checkKeepAlive(ttl time.Duration) error {
+	if err := o.checkTTL(ttl); err != nil {
+		return err
+	}
+	if floor := minTTLTimeouts * o.NodeTimeout; ttl < floor {
+		return fmt.Errorf("%w: %v is below %d × NodeTimeout (%v) = %v",
+			ErrTTLTooShort, ttl, minTTLTimeouts, o.NodeTimeout, floor)
+	}
+	if v, floor := bestValidity(ttl, o.DriftFactor), minValidityTimeouts*o.NodeTimeout; v < floor {
+		return fmt.Errorf("%w: %v with DriftFactor %v gives a renewal at most %v of validity, below %d × NodeTimeout (%v) = %v",
+			ErrTTLTooShort, ttl, o.DriftFactor, v, minValidityTimeouts, o.NodeTimeout, floor)
+	}
+	return nil
+}
+
 // errEmptyKey is returned for an empty lock key.
 var errEmptyKey = errors.New("redlock: empty key")
 

@@ -4,17 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
 
-// KeepAlive's schedule, as fractions of the lock's TTL.
+// KeepAlive's schedule, as fractions of the validity a renewal gives at best
+// (bestValidity: ttl − drift, nearly the whole TTL with the default DriftFactor).
 const (
-	// renewDivisor: a held lock is extended every ttl/3, so two renewals can fail
+	// renewDivisor: a held lock is extended every validity/3, so two renewals can fail
 	// before the validity is in danger.
 	renewDivisor = 3
-	// marginDivisor: the work's context ends at Until − ttl/10 at the latest, leaving
-	// the work that long to stop before another client can take the lock.
+	// marginDivisor: the work's context ends at Until − validity/10 at the latest,
+	// leaving the work that long to stop before another client can take the lock.
 	marginDivisor = 10
 )
 
@@ -40,13 +42,16 @@ func (k *keeper) halt(cause error) {
 }
 
 // KeepAlive renews the lock in the background (Extend with its current TTL every
-// ttl/3, retrying sooner after a failure) and returns a context for the work done under
-// the lock. That context is cancelled:
-//   - when renewal cannot prove the lock is still held: at the latest at Until − ttl/10,
-//     even if every node hangs; also at once when a node says our token is gone, or when
-//     the wall clock and the monotonic clock drift apart by more than the drift
-//     allowance (the machine was suspended, so the validity can no longer be trusted).
-//     context.Cause then matches ErrLockLost;
+// third of the validity a renewal gives, ttl − (ttl × DriftFactor + 2 ms): about ttl/3
+// with the default DriftFactor; sooner after a failure) and returns a context for the
+// work done under the lock. That context is cancelled:
+//   - when renewal cannot prove the lock is still held: at the latest at Until − a tenth
+//     of that validity (about ttl/10), even if every node hangs; also at once when a
+//     node says our token is gone, or when the wall clock and the monotonic clock drift
+//     apart by more than the drift allowance (the machine was suspended, so the
+//     validity can no longer be trusted). context.Cause then matches ErrLockLost; when
+//     renewals failed, it is a *QuorumError carrying the last renewal's counts and a
+//     *NodeError for each node that failed (errors.As), and it matches no other sentinel;
 //   - when ctx ends, or stop is called;
 //   - when Release is called, before Release returns;
 //   - when the Client is closed, before Close returns; context.Cause then matches
@@ -54,8 +59,14 @@ func (k *keeper) halt(cause error) {
 //
 // stop ends the renewal (it does not release the lock) and waits for the goroutine to
 // exit. Exactly one goroutine runs per kept-alive lock; a second KeepAlive while one
-// runs returns a context already cancelled. Use a TTL of at least 20 × NodeTimeout
-// (1 s with the defaults), so a renewal fits inside the margin.
+// runs returns a context already cancelled.
+//
+// The lock's TTL must pass Options.CheckKeepAliveTTL (at least 20 × NodeTimeout, 1 s
+// with the defaults, and enough validity left after the drift allowance); otherwise
+// KeepAlive starts nothing and returns a context already cancelled with that check's
+// error (matching ErrTTLTooShort) as its cause. The lock then stays held, unrenewed,
+// until its Until: Release it, or Extend it to a TTL that passes and call KeepAlive
+// again.
 func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop func()) {
 	c := l.c
 	lockCtx, cancel := context.WithCancelCause(ctx)
@@ -79,6 +90,10 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 	case l.keeper != nil:
 		l.mu.Unlock()
 		return refuse(errKeepAliveRunning)
+	}
+	if err := c.opts.checkKeepAlive(l.ttl); err != nil {
+		l.mu.Unlock()
+		return refuse(fmt.Errorf("redlock: keep alive %q: %w", l.key, err))
 	}
 	l.keeper = k
 	l.mu.Unlock()
@@ -107,9 +122,10 @@ func (l *Lock) detach(k *keeper) {
 func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	c := l.c
 	failures := 0
+	var last *QuorumError // the latest failed renewal since the last success
 	prev := c.opts.Clock.Now()
 	_, ttl := l.deadline()
-	next := prev.Add(ttl / renewDivisor)
+	next := prev.Add(bestValidity(ttl, c.opts.DriftFactor) / renewDivisor)
 	closed := func() error { return fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed) }
 	for {
 		select {
@@ -126,10 +142,15 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		prev = now
 		// The work must have stopped by stopBy; a renewal started after lastStart
 		// could not be confirmed before then, as a step may take NodeTimeout.
-		stopBy := until.Add(-ttl / marginDivisor)
+		v := bestValidity(ttl, c.opts.DriftFactor)
+		stopBy := until.Add(-v / marginDivisor)
 		lastStart := stopBy.Add(-c.opts.NodeTimeout)
 		if !now.Before(lastStart) {
-			return lostError("keep alive", l.key, "no renewal confirmed in time")
+			const why = "no renewal confirmed in time"
+			if last != nil {
+				return renewalsFailed(last, why)
+			}
+			return lostError("keep alive", l.key, why)
 		}
 		if now.Before(next) {
 			wait := min(next.Sub(now), lastStart.Sub(now))
@@ -147,14 +168,17 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		err := l.Extend(ctx, ttl)
 		switch {
 		case err == nil:
-			failures = 0
-			next = c.opts.Clock.Now().Add(ttl / renewDivisor)
+			failures, last = 0, nil
+			next = c.opts.Clock.Now().Add(v / renewDivisor)
 		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
 			return err
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
 		default: // ErrUnavailable: try again soon, while time remains
 			failures++
+			if qe := (*QuorumError)(nil); errors.As(err, &qe) {
+				last = qe
+			}
 			next = c.opts.Clock.Now().Add(c.opts.RetryDelay(failures))
 		}
 	}
@@ -183,25 +207,157 @@ func absDiff(wall, mono time.Duration) time.Duration {
 	return wall - mono
 }
 
-// Do acquires the lock on key (waiting as Acquire does), runs fn under KeepAlive, and
-// releases the lock when fn returns (or panics), on a context the caller cannot have
-// cancelled. fn's context is cancelled when the lock is lost, before its validity ends,
-// and when ctx ends; fn must then stop its work promptly. Do returns the error of
-// Acquire, or fn's error joined with the error that ended the lock: one matching
-// ErrLockLost if the lock was lost while fn ran, otherwise Release's.
-func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) (err error) {
-	lock, err := c.Acquire(ctx, key, ttl)
+// DoOption changes how one call of Client.Do waits for its lock; the work is not
+// affected. Without options, Do waits as Acquire does, until ctx ends.
+type DoOption func(*doOptions)
+
+// doOptions holds the DoOptions of one call.
+type doOptions struct {
+	mode doMode
+	wait time.Duration // > 0: bound on the wait, not on the work
+}
+
+// doMode is how Do acquires its lock.
+type doMode int
+
+const (
+	doWait       doMode = iota // Acquire: wait for the lock
+	doTryOnce                  // TryAcquire: exactly one attempt
+	doSkipIfHeld               // attempts until the key is found held elsewhere (skipAttempts at most)
+)
+
+// skipAttempts bounds the attempts of SkipIfHeld.
+const skipAttempts = 3
+
+// TryOnce makes Do attempt the lock exactly once, as TryAcquire does: if the attempt
+// fails, Do returns at once without running fn (its error matches ErrNotRun and
+// TryAcquire's: ErrNotAcquired when the key is held elsewhere). Copies of a job that
+// start at the same instant can split the nodes' votes so that none of them gets a
+// majority, and one slow first connection can cost an attempt; a job that must run in
+// one copy should use SkipIfHeld, which retries those cases.
+func TryOnce() DoOption { return func(o *doOptions) { o.mode = doTryOnce } }
+
+// SkipIfHeld makes Do give up, without running fn, as soon as an attempt finds the key
+// held elsewhere (no node said yes and the refusals rule out a majority): it never
+// waits for another holder. An attempt that failed otherwise (a split vote with other
+// copies starting at the same instant, nodes that failed or answered late) is retried
+// after a short random pause of one to three round trips, up to 3 attempts in all, so a
+// split vote does not leave every copy without the lock. This is the form for a job that
+// several copies start at once (cron on several machines): one runs, the others return
+// an error matching ErrNotRun and ErrNotAcquired. After 3 failed attempts, Do returns
+// the last one's error (ErrUnavailable when too many nodes failed). WaitAtMost bounds
+// the attempts' time too. See Client.AcquireUnlessHeld, which it uses.
+func SkipIfHeld() DoOption { return func(o *doOptions) { o.mode = doSkipIfHeld } }
+
+// WaitAtMost bounds how long Do waits for the lock to d, without bounding the work: fn's
+// context does not inherit that deadline. A d ≤ 0 means a single attempt, as TryOnce.
+// When the wait ends without the lock, Do's error matches ErrNotRun, ErrNotAcquired (or
+// ErrUnavailable, when too many nodes were failing) and context.DeadlineExceeded.
+func WaitAtMost(d time.Duration) DoOption {
+	return func(o *doOptions) {
+		if d <= 0 {
+			o.mode, o.wait = doTryOnce, 0
+			return
+		}
+		o.wait = d
+	}
+}
+
+// AcquireUnlessHeld takes the lock on key for ttl unless it is held elsewhere: it never
+// waits for another holder, and is what Do does with SkipIfHeld. It returns at once,
+// with TryAcquire's error (matching ErrNotAcquired), when an attempt finds the key held
+// elsewhere: no node said yes and the refusals rule out a majority. An attempt that
+// failed otherwise (a split vote with other callers that started at the same instant,
+// nodes that failed or answered late, such as a first call over a cold connection) is
+// retried after a random pause of one to three round trips, up to 3 attempts in all;
+// then it returns the last attempt's error. It also stops when ctx ends, on a reply no
+// retry can fix, and once Close was called.
+func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	for attempt := 1; ; attempt++ {
+		lock, err := c.TryAcquire(ctx, key, ttl)
+		var qe *QuorumError
+		if err == nil || attempt == skipAttempts || !errors.As(err, &qe) || qe.ctxErr != nil || qe.hopeless() ||
+			(qe.kind == ErrNotAcquired && qe.Agreed == 0) {
+			return lock, err
+		}
+		// A split vote: the other copies undo their partial keys at once, and one of
+		// the next attempts, spread out at random, finds the nodes free.
+		rtt := qe.quorum
+		if rtt <= 0 {
+			rtt = c.opts.NodeTimeout
+		}
+		c.pause(ctx, rtt+rand.N(2*rtt))
+	}
+}
+
+// Do acquires the lock on key (waiting as Acquire does, unless TryOnce, SkipIfHeld or
+// WaitAtMost says otherwise), runs fn under KeepAlive, and releases the lock when fn
+// returns (or panics), on a context the caller cannot have cancelled. fn's context is
+// cancelled when the lock is lost, before its validity ends, and when ctx ends; fn must
+// then stop its work promptly. ctx bounds both the wait and the work; WaitAtMost bounds
+// the wait alone.
+//
+// Do checks ttl with Options.CheckKeepAliveTTL first (at least 20 × NodeTimeout, 1 s
+// with the defaults) and returns that error, matching ErrTTLTooShort and ErrNotRun,
+// before acquiring anything.
+//
+// Do's error tells the outcomes apart:
+//   - nil: fn ran, returned nil, and the lock was released;
+//   - an error matching ErrNotRun: fn did not run; it also matches Acquire's error
+//     (ErrNotAcquired: held elsewhere; ErrUnavailable: too many nodes failing; ErrClosed;
+//     the context's error) or the refused argument's;
+//   - a *RunError: fn ran. Its Err is fn's error, its Lost the cause that ended fn's
+//     context when the lock was lost while fn ran (matching ErrLockLost, with the last
+//     renewal's *QuorumError when renewals failed), else its Release the error of
+//     Release (for example ErrUnavailable: fn's work is done, but the keys stay until
+//     the TTL ends).
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...DoOption) (err error) {
+	var o doOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := c.check(key, ttl); err != nil {
+		return &notRunError{err}
+	}
+	if err := c.opts.checkKeepAlive(ttl); err != nil {
+		return &notRunError{fmt.Errorf("redlock: do %q: %w", key, err)}
+	}
+	acquire := c.Acquire
+	switch o.mode {
+	case doTryOnce:
+		acquire = c.TryAcquire
+	case doSkipIfHeld:
+		acquire = c.AcquireUnlessHeld
+	}
+	waitCtx := ctx
+	if o.wait > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, o.wait)
+		defer cancel()
+	}
+	lock, err := acquire(waitCtx, key, ttl)
 	if err != nil {
-		return err
+		return &notRunError{err}
 	}
 	work, stop := lock.KeepAlive(ctx)
+	if work.Err() != nil { // ctx ended, or Close began, right after the Acquire
+		cause := context.Cause(work)
+		_ = lock.Release(context.WithoutCancel(ctx))
+		return &notRunError{fmt.Errorf("redlock: do %q: %w", key, cause)}
+	}
 	defer func() {
 		stop()
 		rerr := lock.Release(context.WithoutCancel(ctx))
+		run := &RunError{Key: key, Err: err}
 		if cause := context.Cause(work); errors.Is(cause, ErrLockLost) {
-			err = errors.Join(err, cause)
+			run.Lost = cause
 		} else {
-			err = errors.Join(err, rerr)
+			run.Release = rerr
+		}
+		if run.Err != nil || run.Lost != nil || run.Release != nil {
+			err = run
 		}
 	}()
 	return fn(work)

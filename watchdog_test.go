@@ -16,9 +16,9 @@ import (
 // TestKeepAliveHoldsPastTTL: a kept-alive lock outlives several TTLs, nobody else gets
 // it meanwhile, and Release ends the renewal and the work's context.
 func TestKeepAliveHoldsPastTTL(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 300 * time.Millisecond
-	lock, err := c.client.TryAcquire(t.Context(), "kept", ttl)
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
+	lock, err := acquireRetrying(t, c.client, "kept", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +82,9 @@ func TestKeepAliveLossBeforeValidityEnds(t *testing.T) {
 // TestKeepAliveTakenOver: when the nodes say our token is gone, the work's context ends
 // at the next renewal.
 func TestKeepAliveTakenOver(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 600 * time.Millisecond
-	lock, err := c.client.TryAcquire(t.Context(), "stolen", 10*ttl)
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
+	lock, err := acquireRetrying(t, c.client, "stolen", 10*ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +111,9 @@ func TestKeepAliveTakenOver(t *testing.T) {
 // TestKeepAliveStops: the renewal ends with the caller's context and with stop, and a
 // second KeepAlive on the same lock is refused.
 func TestKeepAliveStops(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	const ttl = 300 * time.Millisecond
-	lock, err := c.client.TryAcquire(t.Context(), "stops", ttl)
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{NodeTimeout: ttl / 20}) // KeepAlive needs ttl ≥ 20 × NodeTimeout
+	lock, err := acquireRetrying(t, c.client, "stops", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestKeepAliveStops(t *testing.T) {
 	next.Release(t.Context())
 
 	// A new KeepAlive after the first ended is allowed.
-	lock2, err := c.client.TryAcquire(t.Context(), "stops-2", ttl)
+	lock2, err := acquireRetrying(t, c.client, "stops-2", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +190,16 @@ func TestDo(t *testing.T) {
 		t.Fatalf("Do with the lock taken: got %v, want ErrLockLost and the work's context error", err)
 	}
 	c.wantValues("job", "intruder", "intruder", "intruder")
+}
+
+// acquireRetrying acquires key, retrying failed attempts for up to 5 s: with a node
+// timeout of a few milliseconds, a first attempt over cold connections (dial, script
+// load) can time out.
+func acquireRetrying(t *testing.T, c *redlock.Client, key string, ttl time.Duration) (*redlock.Lock, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	return c.Acquire(ctx, key, ttl)
 }
 
 // stackShows reports whether some goroutine's stack holds every one of the given
