@@ -1,0 +1,94 @@
+package fenced_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/fenced"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// replyLoss is a connection that, once armed, loses the reply to the first command
+// that contains marker: it reads the reply from the server (so the command has run
+// there), then closes the connection and reports io.EOF, as a connection reset just
+// after the server answered would.
+type replyLoss struct {
+	net.Conn
+	marker []byte
+	armed  *atomic.Bool
+	hit    bool
+}
+
+func (c *replyLoss) Write(p []byte) (int, error) {
+	if c.armed.Load() && bytes.Contains(bytes.ToLower(p), c.marker) {
+		c.armed.Store(false)
+		c.hit = true
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *replyLoss) Read(p []byte) (int, error) {
+	if !c.hit {
+		return c.Conn.Read(p)
+	}
+	if _, err := c.Conn.Read(p); err != nil { // the reply arrived: the command ran
+		return 0, err
+	}
+	c.Conn.Close()
+	return 0, io.EOF
+}
+
+// TestReviewAUpdateAppliedOnceAfterLostReply: the reply to Update's write is lost after
+// the server ran it. go-redis's default retries (MaxRetries 3, which the resource's own
+// client usually has) send the write again; that copy finds the hash changed (by the
+// first copy) and Update reads again and applies fn a second time. A counter
+// incremented by one Update call that returned nil must be 1, not 2.
+func TestReviewAUpdateAppliedOnceAfterLostReply(t *testing.T) {
+	server := redistest.Start(t, redistest.Options{})
+	addr := redistest.Addrs([]*redistest.Server{server})[0]
+	var armed atomic.Bool
+	rdb := redis.NewClient(&redis.Options{
+		Addr: addr,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &replyLoss{Conn: conn, marker: []byte("evalsha"), armed: &armed}, nil
+		},
+	})
+	defer rdb.Close()
+	ctx := t.Context()
+	// Load the script, so that the lost reply is EVALSHA's and not the NOSCRIPT one.
+	if err := fenced.Write(ctx, rdb, "{count}", "0", 1); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	calls := 0
+	got, err := fenced.Update(ctx, rdb, "{count}", 1, func(old string) (string, error) {
+		calls++
+		n, err := strconv.Atoi(old)
+		return strconv.Itoa(n + 1), err
+	})
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	if armed.Load() {
+		t.Fatal("no reply was lost: the test did not run its case")
+	}
+	stored, _, err := fenced.Read(ctx, rdb, "{count}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored != "1" || got != "1" {
+		t.Errorf("one increment by Update stored %q (returned %q, fn called %d times), want \"1\"", stored, got, calls)
+	}
+}
