@@ -14,6 +14,7 @@ package fenced
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed" // the Lua write script
 	"errors"
 	"fmt"
@@ -151,9 +152,11 @@ const maxUpdateAttempts = 32
 // not seen); fn may run more than once and must have no other effect than computing
 // the new value. An error from fn ends Update without writing and is returned
 // wrapped. Token 0 is refused with ErrNoToken, a stored fence field that is not a token
-// with ErrBadFence. After a network error or a timeout the outcome is unknown: the
-// write may have been applied, or land later (only if the hash is then again exactly
-// as read).
+// with ErrBadFence. Each write also stores a random id of the attempt in the hash's
+// field "update", so that a copy go-redis sends again after a lost reply is recognised
+// as applied (unless another Update was applied in between). After a network error or
+// a timeout the outcome is unknown: the write may have been applied, or land later
+// (only if the hash is then again exactly as read).
 func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn func(old string) (string, error)) (string, error) {
 	if token == 0 {
 		return "", failure("update", key, ErrNoToken)
@@ -174,7 +177,9 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 		if s.present {
 			present = "1"
 		}
-		code, last, err := write(ctx, rdb, key, []any{value, token, present, s.value, s.fence})
+		// A fresh id per attempt: a copy of this call that go-redis sends again after
+		// a lost reply is then answered "written", not "changed" (see write.lua).
+		code, last, err := write(ctx, rdb, key, []any{value, token, present, s.value, s.fence, rand.Text()})
 		if err != nil {
 			return "", failure("update", key, err)
 		}
