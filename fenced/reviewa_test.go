@@ -92,3 +92,44 @@ func TestReviewAUpdateAppliedOnceAfterLostReply(t *testing.T) {
 		t.Errorf("one increment by Update stored %q (returned %q, fn called %d times), want \"1\"", stored, got, calls)
 	}
 }
+
+// TestReviewAUpdateUnderContention: one holder's workers (one token) decrement a stock
+// at once, each a few times. Update's documentation says that when another writer
+// changed the value in between, Update reads again and calls fn again, and that it
+// fails only with ErrStale when the token has become stale; with one token nothing is
+// stale, so every Update must succeed and the stock must drop by exactly their number.
+func TestReviewAUpdateUnderContention(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	if err := rdb.HSet(ctx, "stock", "value", "100000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 48, 10
+	var failed atomic.Int64
+	var first atomic.Value
+	start := make(chan struct{})
+	done := make(chan struct{})
+	for range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			<-start
+			for range each {
+				if _, err := fenced.Update(ctx, rdb, "stock", 7, decrement); err != nil {
+					failed.Add(1)
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	close(start)
+	for range workers {
+		<-done
+	}
+	v, _, err := fenced.Read(ctx, rdb, "stock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d Updates with one token failed (stock %s), e.g.: %v", n, workers*each, v, first.Load())
+	}
+}
