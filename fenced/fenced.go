@@ -130,18 +130,15 @@ func write(ctx context.Context, rdb redis.Scripter, key string, args []any) (cod
 	return 0, "", fmt.Errorf("unexpected reply %v", res)
 }
 
-// maxUpdateAttempts bounds how often Update reads again because the value changed
-// between its read and its write. Only writers with a token at least ours can change it
-// (a lower one is refused), and after a higher one our next attempt is stale, so a long
-// run of conflicts means concurrent Updates with the same token.
-const maxUpdateAttempts = 32
-
 // Update is a fenced read-modify-write of the value under key (the hash Write keeps):
 // it reads the value, calls fn with it ("" when nothing is stored), and stores fn's
 // result with token in one atomic script that writes only if token is at least the
 // stored token and the hash is still exactly as it was read. If another writer changed
-// it in between, Update reads again and calls fn again; if the token has become stale,
-// it returns ErrStale and writes nothing. It returns the value it stored.
+// it in between, Update reads again and calls fn again, for as long as ctx allows: each
+// such conflict means another write was applied, so the writers together always make
+// progress, but busy writers with a token at least ours (workers of one holder) can
+// overtake one Update many times. If the token has become stale, it returns ErrStale
+// and writes nothing. It returns the value it stored.
 //
 // What this guarantees: every Update that returns nil was applied to the value stored
 // at the moment of its write, as if the read and the write were one step, so no
@@ -161,7 +158,7 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 	if token == 0 {
 		return "", failure("update", key, ErrNoToken)
 	}
-	for range maxUpdateAttempts {
+	for {
 		s, err := read(ctx, rdb, key)
 		if err != nil {
 			return "", failure("update", key, err)
@@ -196,7 +193,6 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 		}
 		return "", fmt.Errorf("fenced: update %q: unexpected reply %d", key, code)
 	}
-	return "", fmt.Errorf("fenced: update %q: the value changed between read and write %d times in a row", key, maxUpdateAttempts)
 }
 
 // Read returns the value stored under key by Write and the token it was written with;
