@@ -150,7 +150,7 @@ func write(ctx context.Context, rdb redis.Scripter, key string, args []any) (cod
 // the new value. An error from fn ends Update without writing and is returned
 // wrapped. Token 0 is refused with ErrNoToken, a stored fence field that is not a token
 // with ErrBadFence. Each write also stores a random id of the attempt in the hash's
-// field "update", so that a copy go-redis sends again after a lost reply is recognised
+// field "update_id", so that a copy go-redis sends again after a lost reply is recognised
 // as applied (unless another Update was applied in between). After a network error or
 // a timeout the outcome is unknown: the write may have been applied, or land later
 // (only if the hash is then again exactly as read).

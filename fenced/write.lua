@@ -7,7 +7,7 @@
 -- ARGV[4]  with ARGV[3]: the value read ("" when absent)
 -- ARGV[5]  with ARGV[3]: the fence field read ("" when absent)
 -- ARGV[6]  with ARGV[3]: a random id of this Update attempt, stored in the field
---          "update" with the value, so that a copy of this call sent again (go-redis
+--          "update_id" with the value, so that a copy of this call sent again (go-redis
 --          retries a call whose reply was lost) learns that the write was applied
 --          already instead of finding the hash changed (and Update applying fn twice)
 --
@@ -66,7 +66,7 @@ local last = stored or '0'
 if not canonical(last) or not canonical(ARGV[2]) or ARGV[2] == '0' then
   return {-1, last}
 end
-if ARGV[6] and redis.call('HGET', KEYS[1], 'update') == ARGV[6] then
+if ARGV[6] and redis.call('HGET', KEYS[1], 'update_id') == ARGV[6] then
   return {1, last} -- a copy of an attempt that was applied: apply it once
 end
 if less(ARGV[2], last) then
@@ -80,7 +80,7 @@ if ARGV[3] then
   end
 end
 if ARGV[6] then
-  redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2], 'update', ARGV[6])
+  redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2], 'update_id', ARGV[6])
 else
   redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2])
 end
