@@ -3,9 +3,15 @@ package fenced_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"maps"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -132,4 +138,105 @@ func TestReviewAUpdateUnderContention(t *testing.T) {
 	if n := failed.Load(); n > 0 {
 		t.Errorf("%d of %d Updates with one token failed (stock %s), e.g.: %v", n, workers*each, v, first.Load())
 	}
+}
+
+// writeRecorder records the EVALSHA and EVAL calls sent through a client.
+type writeRecorder struct {
+	mu    sync.Mutex
+	calls [][]any
+}
+
+func (*writeRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *writeRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := strings.ToLower(cmd.Name()); name == "evalsha" || name == "eval" {
+			r.mu.Lock()
+			r.calls = append(r.calls, slices.Clone(cmd.Args()))
+			r.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*writeRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestReviewALateWriteCopies replays every write.lua call of a run (two holders, each
+// with Write and Update; the older holder's last Update conflicts once) again, as
+// sent, reversed and shuffled, and checks after each copy what the late-copy rule asks
+// of the resource: the fence field never goes down, a copy with a token below the
+// stored one changes nothing, and a copy of an Update's write changes nothing unless
+// the hash is exactly as that Update read it. A copy of a plain Write with the stored
+// token may rewrite the value (and so bring back a state an Update read): documented
+// in docs/safety.md, and not counted here.
+func TestReviewALateWriteCopies(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	rec := &writeRecorder{}
+	rdb.AddHook(rec)
+	ctx := t.Context()
+	inc := func(old string) (string, error) {
+		n, _ := strconv.Atoi(old)
+		return strconv.Itoa(n + 1), nil
+	}
+	steps := []func() error{
+		func() error { return fenced.Write(ctx, rdb, "{r}", "10", 3) },
+		func() error { _, err := fenced.Update(ctx, rdb, "{r}", 3, inc); return err },
+		func() error {
+			first := true
+			_, err := fenced.Update(ctx, rdb, "{r}", 3, func(old string) (string, error) {
+				if first { // another worker of the holder writes in between
+					first = false
+					if err := fenced.Write(ctx, rdb, "{r}", "100", 3); err != nil {
+						return "", err
+					}
+				}
+				return inc(old)
+			})
+			return err
+		},
+		func() error { return fenced.Write(ctx, rdb, "{r}", "500", 5) },
+		func() error { _, err := fenced.Update(ctx, rdb, "{r}", 5, inc); return err },
+		func() error { _, err := fenced.Update(ctx, rdb, "{r}", 5, inc); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+	}
+	rec.mu.Lock()
+	calls := slices.Clone(rec.calls)
+	rec.mu.Unlock()
+	state := func() map[string]string {
+		h, err := rdb.HGetAll(ctx, "{r}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	reversed := slices.Clone(calls)
+	slices.Reverse(reversed)
+	shuffled := slices.Clone(calls)
+	rng := rand.New(rand.NewPCG(15, 4))
+	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	for _, order := range [][][]any{calls, reversed, shuffled} {
+		for _, call := range order {
+			before := state()
+			_ = rdb.Do(ctx, call...).Err()
+			after := state()
+			// EVALSHA sha 1 key value token [present read-value read-fence id]
+			token, _ := strconv.ParseUint(fmt.Sprint(call[5]), 10, 64)
+			stored, _ := strconv.ParseUint(before["fence"], 10, 64)
+			now, _ := strconv.ParseUint(after["fence"], 10, 64)
+			// An Update's copy may land only on the hash exactly as that Update read it
+			// (which a same-token Write copy can bring back).
+			asRead := len(call) > 6 && fmt.Sprint(call[7]) == before["value"] && fmt.Sprint(call[8]) == before["fence"]
+			switch {
+			case now < stored:
+				t.Errorf("copy %v lowered the fence from %d to %d", call[3:], stored, now)
+			case (token < stored || len(call) > 6 && !asRead) && !maps.Equal(before, after):
+				t.Errorf("copy %v changed the hash from %v to %v", call[3:], before, after)
+			}
+		}
+	}
+	t.Logf("%d write.lua calls, each delivered again 3 times; final %v", len(calls), state())
 }
