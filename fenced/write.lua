@@ -1,6 +1,7 @@
 -- write.lua: store a value in a fenced Redis resource, unless a newer holder wrote it.
 --
--- KEYS[1]  the resource: a hash with fields "value" and "fence"
+-- KEYS[1]  the resource: a hash with fields "value" and "fence" (and "update_id" once an
+--          Update has written)
 -- ARGV[1]  the value to store
 -- ARGV[2]  the writer's fencing token (Lock.Fence): a decimal integer, 1 to 2^64 − 1
 -- ARGV[3]  optional, for Update: "1" if the value was present when it was read, else "0"
