@@ -182,8 +182,9 @@ func sameClient(a, b any) bool {
 func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 
 // Shutdown closes the Client. From its first call on, new steps fail with ErrClosed,
-// waiting Acquires give up, no attempt still out grants a lock (one that wins a
-// majority after Shutdown began is released and its Acquire fails with ErrClosed), and
+// waiting Acquires give up, no attempt or hand-over still out grants a lock (one that
+// wins a majority after Shutdown began is released and its Acquire fails with
+// ErrClosed), and
 // every KeepAlive ends, its context cancelled with a cause matching ErrClosed: at once,
 // or once the renewal it has out ends (a step: about NodeTimeout). The locks are not
 // released; Release them first: after Shutdown, Release returns ErrClosed and leaves
@@ -907,7 +908,10 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string
 	l.calls = r // the plain release after a failed hand-over waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
-	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 {
+	// After Shutdown began nothing is granted (as in try): the waiter could not even
+	// release the lock. The hand-over then counts as failed, and the caller's release
+	// deletes the new token with ours.
+	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 && !c.isClosed() {
 		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)

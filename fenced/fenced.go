@@ -14,6 +14,7 @@ package fenced
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed" // the Lua write script
 	"errors"
 	"fmt"
@@ -129,18 +130,15 @@ func write(ctx context.Context, rdb redis.Scripter, key string, args []any) (cod
 	return 0, "", fmt.Errorf("unexpected reply %v", res)
 }
 
-// maxUpdateAttempts bounds how often Update reads again because the value changed
-// between its read and its write. Only writers with a token at least ours can change it
-// (a lower one is refused), and after a higher one our next attempt is stale, so a long
-// run of conflicts means concurrent Updates with the same token.
-const maxUpdateAttempts = 32
-
 // Update is a fenced read-modify-write of the value under key (the hash Write keeps):
 // it reads the value, calls fn with it ("" when nothing is stored), and stores fn's
 // result with token in one atomic script that writes only if token is at least the
 // stored token and the hash is still exactly as it was read. If another writer changed
-// it in between, Update reads again and calls fn again; if the token has become stale,
-// it returns ErrStale and writes nothing. It returns the value it stored.
+// it in between, Update reads again and calls fn again, for as long as ctx allows: each
+// such conflict means another write was applied, so the writers together always make
+// progress, but busy writers with a token at least ours (workers of one holder) can
+// overtake one Update many times. If the token has become stale, it returns ErrStale
+// and writes nothing. It returns the value it stored.
 //
 // What this guarantees: every Update that returns nil was applied to the value stored
 // at the moment of its write, as if the read and the write were one step, so no
@@ -151,14 +149,16 @@ const maxUpdateAttempts = 32
 // not seen); fn may run more than once and must have no other effect than computing
 // the new value. An error from fn ends Update without writing and is returned
 // wrapped. Token 0 is refused with ErrNoToken, a stored fence field that is not a token
-// with ErrBadFence. After a network error or a timeout the outcome is unknown: the
-// write may have been applied, or land later (only if the hash is then again exactly
-// as read).
+// with ErrBadFence. Each write also stores a random id of the attempt in the hash's
+// field "update_id", so that a copy go-redis sends again after a lost reply is recognised
+// as applied (unless another Update was applied in between). After a network error or
+// a timeout the outcome is unknown: the write may have been applied, or land later
+// (only if the hash is then again exactly as read).
 func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn func(old string) (string, error)) (string, error) {
 	if token == 0 {
 		return "", failure("update", key, ErrNoToken)
 	}
-	for range maxUpdateAttempts {
+	for {
 		s, err := read(ctx, rdb, key)
 		if err != nil {
 			return "", failure("update", key, err)
@@ -174,7 +174,9 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 		if s.present {
 			present = "1"
 		}
-		code, last, err := write(ctx, rdb, key, []any{value, token, present, s.value, s.fence})
+		// A fresh id per attempt: a copy of this call that go-redis sends again after
+		// a lost reply is then answered "written", not "changed" (see write.lua).
+		code, last, err := write(ctx, rdb, key, []any{value, token, present, s.value, s.fence, rand.Text()})
 		if err != nil {
 			return "", failure("update", key, err)
 		}
@@ -191,7 +193,6 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 		}
 		return "", fmt.Errorf("fenced: update %q: unexpected reply %d", key, code)
 	}
-	return "", fmt.Errorf("fenced: update %q: the value changed between read and write %d times in a row", key, maxUpdateAttempts)
 }
 
 // Read returns the value stored under key by Write and the token it was written with;

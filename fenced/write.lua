@@ -1,15 +1,21 @@
 -- write.lua: store a value in a fenced Redis resource, unless a newer holder wrote it.
 --
--- KEYS[1]  the resource: a hash with fields "value" and "fence"
+-- KEYS[1]  the resource: a hash with fields "value" and "fence" (and "update_id" once an
+--          Update has written)
 -- ARGV[1]  the value to store
 -- ARGV[2]  the writer's fencing token (Lock.Fence): a decimal integer, 1 to 2^64 − 1
 -- ARGV[3]  optional, for Update: "1" if the value was present when it was read, else "0"
 -- ARGV[4]  with ARGV[3]: the value read ("" when absent)
 -- ARGV[5]  with ARGV[3]: the fence field read ("" when absent)
+-- ARGV[6]  with ARGV[3]: a random id of this Update attempt, stored in the field
+--          "update_id" with the value, so that a copy of this call sent again (go-redis
+--          retries a call whose reply was lost) learns that the write was applied
+--          already instead of finding the hash changed (and Update applying fn twice)
 --
 -- Returns {code, fence}, fence being the stored fence field as it was before this call
 -- ("0" when absent):
---    1  ARGV[2] is at least the stored fence: the value and token were stored;
+--    1  ARGV[2] is at least the stored fence: the value and token were stored (or,
+--       with ARGV[6], this very attempt had stored them already: nothing changed);
 --    0  rejected as stale (ARGV[2] is below the stored fence), nothing changed;
 --    2  (with ARGV[3]) not stale, but the hash is no longer what was read: nothing
 --       changed;
@@ -61,6 +67,9 @@ local last = stored or '0'
 if not canonical(last) or not canonical(ARGV[2]) or ARGV[2] == '0' then
   return {-1, last}
 end
+if ARGV[6] and redis.call('HGET', KEYS[1], 'update_id') == ARGV[6] then
+  return {1, last} -- a copy of an attempt that was applied: apply it once
+end
 if less(ARGV[2], last) then
   return {0, last}
 end
@@ -71,5 +80,9 @@ if ARGV[3] then
     return {2, last}
   end
 end
-redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2])
+if ARGV[6] then
+  redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2], 'update_id', ARGV[6])
+else
+  redis.call('HSET', KEYS[1], 'value', ARGV[1], 'fence', ARGV[2])
+end
 return {1, last}
