@@ -2,7 +2,10 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -153,17 +156,30 @@ func secretParam(name string) bool {
 // parses: the password is at fault, and is not quoted.
 var errPasswordSyntax = errors.New("the password does not parse as part of a URL: percent-encode its special characters (% as %25, @ as %40, : as %3A, / as %2F, ? as %3F, # as %23)")
 
+// ErrBadURL is matched, with errors.Is, by every error NewFromURLs returns for a URL
+// it cannot use: one that does not parse, or names no server that could listen (a port
+// outside 1..65535). Such a URL is a mistake in the configuration, not a node that is
+// down, and retrying will not help.
+var ErrBadURL = errors.New("redlock: bad node URL")
+
+// badURL is the cause of an unusable URL: its text is the cause's, and it matches
+// ErrBadURL too.
+type badURL struct{ cause error }
+
+func (e badURL) Error() string   { return e.cause.Error() }
+func (e badURL) Unwrap() []error { return []error{ErrBadURL, e.cause} }
+
 // parseNodeURL parses a node URL with redis.ParseURL. Its error never quotes the URL
-// as given, only its redacted form: see the top of this file.
+// as given, only its redacted form: see the top of this file. It matches ErrBadURL.
 func parseNodeURL(raw string) (*redis.Options, error) {
 	opts, err := parseURL(raw)
 	if err == nil {
 		return opts, nil
 	}
 	if _, err := parseURL(redactURL(raw)); err != nil {
-		return nil, err
+		return nil, badURL{err}
 	}
-	return nil, errPasswordSyntax
+	return nil, badURL{errPasswordSyntax}
 }
 
 // parseURL is redis.ParseURL with the checks that make the password's boundaries
@@ -187,5 +203,23 @@ func parseURL(raw string) (*redis.Options, error) {
 		}
 		return nil, err
 	}
+	if opts.Network == "tcp" {
+		if err := checkPort(opts.Addr); err != nil {
+			return nil, err
+		}
+	}
 	return opts, nil
+}
+
+// checkPort rejects a host:port whose port no server can listen on. go-redis takes any
+// number, and a typo such as 99999 would only show as a node that never answers.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %s outside 1..65535", port)
+	}
+	return nil
 }
