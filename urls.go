@@ -21,7 +21,8 @@ const redacted = "xxxxx"
 
 // RedactURL returns a node URL with its password replaced by "xxxxx", wherever a parser
 // could find one, also in a URL that does not parse: the form in which NewFromURLs
-// shows URLs in errors and node names. A program that prints or logs node URLs, or the
+// shows URLs in errors and node names. A user name without a password
+// ("redis://secret@host", which redis-cli reads as a password) is replaced too. A program that prints or logs node URLs, or the
 // errors of parsing them, should print this form only.
 func RedactURL(raw string) string { return redactURL(raw) }
 
@@ -29,8 +30,9 @@ func RedactURL(raw string) string { return redactURL(raw) }
 // find it. It works on the text, so it also redacts what does not parse, and it
 // redacts the union of what two readings call secret:
 //   - the text between the first ':' of the user info and the last '@' after the
-//     scheme (every '@' of a password that was not percent-encoded included), or,
-//     when there is no '@', what may be a password where the port goes (secretPort);
+//     scheme (every '@' of a password that was not percent-encoded included), all the
+//     user info when it has no ':', or, when there is no '@', what may be a password
+//     where the port goes (secretPort);
 //   - the URL's own structure: the password of the user info inside the host part
 //     (which ends at the first '/', '?' or '#'), and the value of the first query
 //     parameter whose name suggests a secret, with everything after it (an '&', '@'
@@ -51,9 +53,7 @@ func redactURL(raw string) string {
 	// By the last '@'.
 	at := strings.LastIndexByte(rest, '@')
 	if at >= 0 {
-		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-			mark(start+colon+1, start+at)
-		}
+		markUserInfo(mark, start, rest[:at])
 	} else if from, ok := secretPort(rest); ok {
 		mark(start+from, len(raw))
 	}
@@ -63,9 +63,7 @@ func redactURL(raw string) string {
 		hostEnd = len(rest)
 	}
 	if at := strings.LastIndexByte(rest[:hostEnd], '@'); at >= 0 {
-		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-			mark(start+colon+1, start+at)
-		}
+		markUserInfo(mark, start, rest[:at])
 	}
 	for _, from := range []int{0, at + 1} { // the query as either reading finds it
 		if q := strings.IndexByte(rest[from:], '?'); q >= 0 {
@@ -87,6 +85,17 @@ func redactURL(raw string) string {
 		}
 	}
 	return b.String()
+}
+
+// markUserInfo marks the secret of the user info userinfo, which begins at start: what
+// follows its first ':', or, without a ':', all of it. A user name written without a
+// password ("redis://secret@host") is taken for a password, as redis-cli takes it.
+func markUserInfo(mark func(from, to int), start int, userinfo string) {
+	if colon := strings.IndexByte(userinfo, ':'); colon >= 0 {
+		mark(start+colon+1, start+len(userinfo))
+		return
+	}
+	mark(start, start+len(userinfo))
 }
 
 // secretPort returns where the port of a URL without user info begins (rest starts

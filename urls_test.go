@@ -32,6 +32,8 @@ func TestNewFromURLsRedactsPasswords(t *testing.T) {
 		{"redis://u:Qp Qq@h:1", []string{"Qp", "Qq"}, "the password does not parse"},
 		{"redis://u:Qp:Qq@h:bad", []string{"Qp", "Qq"}, `invalid port ":bad"`},
 		{"redis://u:QpQq@h:1/notanumber", []string{"QpQq"}, "invalid database number"},
+		{"redis://QpQq@h:1/notanumber", []string{"QpQq"}, "(redis://xxxxx@h:1/notanumber): redis: invalid database number"},
+		{"redis://QpQq@h:99999", []string{"QpQq"}, "port 99999 outside"},
 		{"redis://u:QpQq@h:1?foo=1", []string{"QpQq"}, "unexpected option: foo"},
 		{"redis://h:1/?password=QpQq", []string{"QpQq"}, "unexpected option: password"},
 		{"redis://h:1/?db=0&Auth_Token=QpQq&x=1", []string{"QpQq"}, "unexpected option: Auth_Token"},
@@ -124,7 +126,12 @@ func TestNewFromURLsPasswordCharacters(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"redis://h:1":                     "redis://h:1",
-		"redis://u@h:1":                   "redis://u@h:1",
+		"redis://u@h:1":                   "redis://xxxxx@h:1", // a password in the user field (#15)
+		"redis://s3cret@h:6379/0":         "redis://xxxxx@h:6379/0",
+		"rediss://p%40ss@h":               "rediss://xxxxx@h",
+		"redis://p@ss@h:1":                "redis://xxxxx@h:1",
+		"redis://u:@h:1":                  "redis://u:@h:1",
+		"redis://@h:1":                    "redis://@h:1",
 		"redis://u:p@h:1/0":               "redis://u:xxxxx@h:1/0",
 		"redis://u:p@q@h:1":               "redis://u:xxxxx@h:1",
 		"redis://u:a://b@h:1":             "redis://u:xxxxx@h:1",

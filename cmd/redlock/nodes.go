@@ -235,7 +235,8 @@ func (r *redactor) add(s string) {
 }
 
 // addFromURL registers the password of a URL's user information, raw and decoded,
-// without needing the URL to parse.
+// without needing the URL to parse. User information without a ':' counts as a
+// password, as for redlock.RedactURL: redis-cli reads "redis://secret@host" so.
 func (r *redactor) addFromURL(raw string) {
 	_, rest, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -248,9 +249,9 @@ func (r *redactor) addFromURL(raw string) {
 	if at < 0 {
 		return
 	}
-	_, pw, ok := strings.Cut(rest[:at], ":")
-	if !ok {
-		return
+	pw := rest[:at]
+	if _, after, ok := strings.Cut(pw, ":"); ok {
+		pw = after
 	}
 	r.add(pw)
 	if dec, err := url.PathUnescape(pw); err == nil && dec != pw {

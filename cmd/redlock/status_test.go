@@ -87,7 +87,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 		wrong   = "wr0ng-pass-word"
 	)
 	servers := redistest.StartN(t, 3, redistest.Options{})
-	var right, acl, bad []string
+	var right, acl, bad, userField []string
 	for _, s := range servers {
 		rdb := s.Client()
 		if err := rdb.Do(t.Context(), "ACL", "SETUSER", "alice", "on", ">"+alicePW, "~*", "&*", "+@all").Err(); err != nil {
@@ -99,6 +99,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 		right = append(right, "redis://:"+pw+"@"+s.Addr())
 		acl = append(acl, "redis://alice:al1ce-p%40ss@"+s.Addr())
 		bad = append(bad, "redis://:"+wrong+"@"+s.Addr())
+		userField = append(userField, "redis://"+pw+"@"+s.Addr()) // no colon: go-redis sends it as a user name
 	}
 	secrets := []string{pw, alicePW, "al1ce-p%40ss", wrong}
 	check := func(name string, r result, code int) {
@@ -122,6 +123,12 @@ func TestPasswordsNeverShown(t *testing.T) {
 		t.Errorf("status, wrong password: want the node's error and the redacted URL:\n%s", r.stdout)
 	}
 	check("status, REDLOCK_NODES", runInProcess(t, map[string]string{"REDLOCK_NODES": join(right)}, "status", "k"), 0)
+	r = runInProcess(t, nil, "status", "--nodes", join(userField), "k")
+	check("status, password in the user field", r, exitUnavailable)
+	if !regexp.MustCompile(`(?m)^redis://xxxxx@\S+ +yes +- +- +- +NOAUTH`).MatchString(r.stdout) {
+		t.Errorf("status, password in the user field: want the node's error and the redacted URL:\n%s", r.stdout)
+	}
+	check("bad port, password in the user field", runInProcess(t, nil, "status", "--nodes", "redis://"+pw+"@h:99999", "k"), exitUsage)
 	check("unparsable URL", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:port", "k"), exitUsage)
 	check("bad database", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:1/db", "k"), exitUsage)
 	// Parsers quote what they cannot parse: a bad escape or a '/' inside the password
@@ -146,6 +153,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 	check("exec, ACL user", c.run("", "exec", "--verbose", "--nodes", join(acl), "--key", "k", "--", "true"), 0)
 	check("exec, wrong password", c.run("", "exec", "--verbose", "--nodes", join(bad), "--key", "k", "--nonblock", "--", "true"), exitUnavailable)
 	check("exec, REDLOCK_NODES", newCLI(t, "REDLOCK_NODES="+join(bad)).run("", "exec", "--key", "k", "--wait", "200ms", "--", "true"), exitUnavailable)
+	check("exec, password in the user field", c.run("", "exec", "--verbose", "--nodes", join(userField), "--key", "k", "--nonblock", "--", "true"), exitUnavailable)
 }
 
 // TestRedactor: the second line of defence replaces passwords, raw and percent-decoded,
@@ -154,10 +162,10 @@ func TestRedactor(t *testing.T) {
 	r := &redactor{}
 	r.addFromURL("redis://user:p%40ss-word@host:port/0?x=1")
 	r.addFromURL("rediss://:second-one@h")
-	r.addFromURL("redis://no-password@h")
-	r.addFromURL("redis://:ab@h") // too short to redact usefully
-	got := r.redact("a p@ss-word, p%40ss-word and second-one; ab stays")
-	if want := "a xxxxx, xxxxx and xxxxx; ab stays"; got != want {
+	r.addFromURL("redis://in-the-user-field@h") // redis-cli reads it as a password (#15)
+	r.addFromURL("redis://:ab@h")               // too short to redact usefully
+	got := r.redact("a p@ss-word, p%40ss-word, second-one and in-the-user-field; ab stays")
+	if want := "a xxxxx, xxxxx, xxxxx and xxxxx; ab stays"; got != want {
 		t.Errorf("redact: got %q, want %q", got, want)
 	}
 }
