@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -287,5 +288,47 @@ func settle(t *testing.T, servers []*redistest.Server, key string, held bool) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestStatusFenceOfWrongType (#15 section 5): a KEY:fence that is not a string (here a
+// hash, next to a good fence:{KEY}) makes its GET fail; that must not hide the node's
+// lock key. The row shows the holder, PTTL and the good counter, and the bad one's
+// problem on its own.
+func TestStatusFenceOfWrongType(t *testing.T) {
+	servers, urls := nodes(t, 3, redistest.Options{})
+	c, err := redlock.New(redistest.Clients(servers), redlock.Options{Fencing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lock, err := c.TryAcquire(t.Context(), "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(t.Context()))
+	settle(t, servers, "job", true)
+	if err := servers[0].Client().Del(t.Context(), "job:fence").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[0].Client().HSet(t.Context(), "job:fence", "f", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runInProcess(t, nil, "status", "--nodes", urls, "job")
+	if r.code != 0 || !strings.Contains(r.stdout, "verdict: held by a majority: token "+lock.Token()[:8]+"… on 3 of 3 nodes") {
+		t.Errorf("exit %d, want the lock held on all 3 nodes:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bad := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta("redis://"+servers[0].Addr()) + ` +yes +` + lock.Token()[:8] + `… +\d+(?:\.\d+)?s +1 +fencing counter job:fence: WRONGTYPE`)
+	if !bad.MatchString(r.stdout) {
+		t.Errorf("want node 1's holder and PTTL, and the counter's error apart:\n%s", r.stdout)
+	}
+}
+
+// TestStatusOneNode: counts read as English with a single node ("on 1 node").
+func TestStatusOneNode(t *testing.T) {
+	_, urls := nodes(t, 1, redistest.Options{})
+	r := runInProcess(t, nil, "status", "--nodes", urls, "job")
+	if r.code != 0 || !strings.Contains(r.stdout, `key "job" on 1 node (1 needed for a majority)`) {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

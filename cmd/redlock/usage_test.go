@@ -120,3 +120,12 @@ func TestRenewalRuleAcceptsWhatWorks(t *testing.T) {
 		t.Fatalf("exit %d, want 0 (renewed for 1.5 s):\n%s", r.code, r.stderr)
 	}
 }
+
+// TestPlural: counts in messages read as English.
+func TestPlural(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 nodes", 1: "1 node", 2: "2 nodes"} {
+		if got := plural(n, "node"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
