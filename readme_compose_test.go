@@ -1,0 +1,33 @@
+package redlock_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestReadmeFilesCanBeFetched (#15 section 5): a user who ran `go get` has no copy of
+// this repository, so every repository file the README's quick start runs (such as
+// docker/compose.yaml) must come with the command that fetches it, and that file must
+// exist here.
+func TestReadmeFilesCanBeFetched(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, quick, ok := strings.Cut(string(readme), "## Quick start\n")
+	quick, _, _ = strings.Cut(quick, "\n## ")
+	if !ok {
+		t.Fatal("README.md has no Quick start section")
+	}
+	const raw = "https://raw.githubusercontent.com/redlock-go/redlock/main/"
+	for _, m := range regexp.MustCompile(`docker/[\w.-]+`).FindAllString(quick, -1) {
+		if !strings.Contains(quick, raw+m) {
+			t.Errorf("the quick start uses %s but does not show how to fetch it (%s%s)", m, raw, m)
+		}
+		if _, err := os.Stat(m); err != nil {
+			t.Errorf("the quick start fetches %s: %v", m, err)
+		}
+	}
+}
