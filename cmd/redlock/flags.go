@@ -90,8 +90,8 @@ func addConnFlags(fs *flagSet, locking bool) *connFlags {
 	fs.StringVar(&c.tls.serverName, "tls-server-name", "", "the `name` to verify in the rediss:// nodes' certificates\n(default: each URL's host)")
 	c.nodeTimeout, c.driftFactor = redlock.DefaultNodeTimeout, redlock.DefaultDriftFactor
 	if locking {
-		fs.DurationVar(&c.nodeTimeout, "node-timeout", c.nodeTimeout, "how long one step waits for a node before counting it as failed")
-		fs.Float64Var(&c.driftFactor, "drift-factor", c.driftFactor, "share of the TTL set aside for clock drift:\nvalidity = ttl − elapsed − (ttl × factor + 2ms)")
+		fs.DurationVar(&c.nodeTimeout, "node-timeout", c.nodeTimeout, "how long one step waits for a node before counting it as failed (at least 1ms)")
+		fs.Float64Var(&c.driftFactor, "drift-factor", c.driftFactor, "share of the TTL set aside for clock drift:\nvalidity = ttl − elapsed − (ttl × factor + 2ms); exec needs a validity\nabove ttl/3 + ttl/10 + 2 × node-timeout, to renew in time")
 	}
 	return c
 }
