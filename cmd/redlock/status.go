@@ -39,7 +39,7 @@ drift allowance).`
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("status", "redlock status [flags] KEY", statusAbout)
 	cf := addConnFlags(fs, false)
-	timeout := fs.Duration("timeout", time.Second, "how long to wait for each node")
+	timeout := fs.Duration("timeout", time.Second, "how long to wait for each node (at least 1ms)")
 	pos, done, code := fs.parse(e, args, true)
 	if done {
 		return code
@@ -71,6 +71,8 @@ func statusSetup(e *env, cf *connFlags, timeout time.Duration, pos []string) ([]
 		return nil, "", usagef("empty KEY")
 	case timeout <= 0:
 		return nil, "", usagef("--timeout %v must be positive", timeout)
+	case timeout < minNodeTimeout:
+		return nil, "", usagef("--timeout %v is below %v: no node answers that fast, so every node would read as unreachable", timeout, minNodeTimeout)
 	}
 	specs, err := parseNodes(urls, cf.tls)
 	return specs, pos[0], err

@@ -55,6 +55,7 @@ func TestUsage(t *testing.T) {
 		{"drift leaves no renewal, numbers", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "10s", "--drift-factor", "0.95", "--", "true"}, 2, "needs more than 4.433s (the next renewal ttl/3 = 3.333s later, 2 × --node-timeout = 100ms for two steps, and the last ttl/10 = 1s to stop the command); use a --drift-factor of at most 0.556"},
 		{"node timeout below 1ms", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "3ms", "--node-timeout", "1ns", "--", "true"}, 2, "--node-timeout 1ns is below 1ms"},
 		{"port above 65535", nil, []string{"exec", "--nodes", "redis://127.0.0.1:99999", "--key", "k", "--nonblock", "--", "true"}, 2, "node 1 (redis://127.0.0.1:99999): port 99999 outside 1..65535"},
+		{"status timeout below 1ms", nil, []string{"status", "--nodes", nodes, "--timeout", "10us", "k"}, 2, "--timeout 10µs is below 1ms"},
 		{"port 0", nil, []string{"status", "--nodes", "redis://127.0.0.1:0", "k"}, 2, "port 0 outside 1..65535"},
 		{"cluster seed port", nil, []string{"status", "--nodes", "redis+cluster://h:1?addr=h:70000", "k"}, 2, "port 70000 outside 1..65535"},
 		{"key --", nil, []string{"exec", "--nodes", nodes, "--nonblock", "--key", "--", "true"}, 2, `--key "--" begins with '-'`},
