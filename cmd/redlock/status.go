@@ -116,7 +116,7 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	// holds the counter (redlock.FenceKeys keeps it in that slot). The pipeline's own
 	// error is its first failed command's: each command is judged on its own instead,
 	// so that a counter of the wrong type does not hide the lock key.
-	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		pttl = p.PTTL(ctx, key)
 		for i, name := range names {
@@ -124,6 +124,16 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 		}
 		return nil
 	})
+	// A failure of the connection itself (refused, WRONGPASS at the handshake) may
+	// be returned without being set on any command.
+	carried := get.Err() != nil || pttl.Err() != nil
+	for _, f := range fences {
+		carried = carried || f.Err() != nil
+	}
+	if err != nil && !carried {
+		st.err = err
+		return st
+	}
 	for _, err := range []error{get.Err(), pttl.Err()} {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			st.err = err
