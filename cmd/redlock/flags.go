@@ -185,8 +185,12 @@ func (c *connFlags) checkRenewal(ttl time.Duration) error {
 		return nil
 	}
 	fix := "raise --ttl"
-	// The largest factor that would do, to three decimals rounded down.
-	if f := math.Floor(float64(ttl-2*time.Millisecond-need)/float64(ttl)*1000) / 1000; f > 0 {
+	// The largest factor that would do, in thousandths.
+	f := math.Floor(float64(ttl-2*time.Millisecond-need)/float64(ttl)*1000) / 1000
+	for f > 0 && ttl-driftOf(ttl, f) <= need {
+		f = math.Round(f*1000-1) / 1000
+	}
+	if f > 0 {
 		fix = fmt.Sprintf("use a --drift-factor of at most %v", f)
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

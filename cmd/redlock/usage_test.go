@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -127,6 +131,35 @@ func TestPlural(t *testing.T) {
 	for n, want := range map[int64]string{0: "0 nodes", 1: "1 node", 2: "2 nodes"} {
 		if got := plural(n, "node"); got != want {
 			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestRenewalRuleSuggestion: the drift factor a refusal suggests is accepted, and one
+// thousandth more is not, for several TTLs and node timeouts.
+func TestRenewalRuleSuggestion(t *testing.T) {
+	re := regexp.MustCompile(`use a --drift-factor of at most ([0-9.]+)`)
+	for _, ttl := range []time.Duration{20 * time.Millisecond, 333 * time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
+		for _, nt := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 50 * time.Millisecond} {
+			c := &connFlags{nodeTimeout: nt, driftFactor: 0.8}
+			if ttl < 20*nt {
+				continue
+			}
+			err := c.checkTTL(ttl, true)
+			m := re.FindStringSubmatch(fmt.Sprint(err))
+			if m == nil {
+				if err == nil || !strings.Contains(err.Error(), "raise --ttl") {
+					t.Errorf("ttl %v, node timeout %v: %v", ttl, nt, err)
+				}
+				continue
+			}
+			f, _ := strconv.ParseFloat(m[1], 64)
+			if c.driftFactor = f; c.checkTTL(ttl, true) != nil {
+				t.Errorf("ttl %v, node timeout %v: suggested factor %v refused: %v", ttl, nt, f, c.checkTTL(ttl, true))
+			}
+			if c.driftFactor = f + 0.001; c.checkTTL(ttl, true) == nil {
+				t.Errorf("ttl %v, node timeout %v: factor %v above the suggestion %v accepted", ttl, nt, c.driftFactor, f)
+			}
 		}
 	}
 }
