@@ -31,8 +31,9 @@ func RedactURL(raw string) string { return redactURL(raw) }
 // redacts the union of what two readings call secret:
 //   - the text between the first ':' of the user info and the last '@' after the
 //     scheme (every '@' of a password that was not percent-encoded included), all the
-//     user info when it has no ':', or, when there is no '@', what may be a password
-//     where the port goes (secretPort);
+//     user info when it has no ':' (markUserInfo), the same for the user info up to
+//     the first '@', or, when there is no '@', what may be a password where the port
+//     goes (secretPort);
 //   - the URL's own structure: the password of the user info inside the host part
 //     (which ends at the first '/', '?' or '#'), and the value of the first query
 //     parameter whose name suggests a secret, with everything after it (an '&', '@'
@@ -54,6 +55,9 @@ func redactURL(raw string) string {
 	at := strings.LastIndexByte(rest, '@')
 	if at >= 0 {
 		markUserInfo(mark, start, rest[:at])
+		// And by the first: in "pw@host:port@", the user info up to the last '@'
+		// has a ':', but the text before the first '@' may be a password on its own.
+		markUserInfo(mark, start, rest[:strings.IndexByte(rest, '@')])
 	} else if from, ok := secretPort(rest); ok {
 		mark(start+from, len(raw))
 	}

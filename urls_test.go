@@ -131,6 +131,7 @@ func TestRedactURL(t *testing.T) {
 		"rediss://p%40ss@h":               "rediss://xxxxx@h",
 		"redis://p@ss@h:1":                "redis://xxxxx@h:1",
 		"redis://u:@h:1":                  "redis://u:@h:1",
+		"redis://pw@h:1@":                 "redis://xxxxx@h:xxxxx@",
 		"redis://@h:1":                    "redis://@h:1",
 		"redis://u:p@h:1/0":               "redis://u:xxxxx@h:1/0",
 		"redis://u:p@q@h:1":               "redis://u:xxxxx@h:1",

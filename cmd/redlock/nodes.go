@@ -245,17 +245,19 @@ func (r *redactor) addFromURL(raw string) {
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		rest = rest[:i]
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return
-	}
-	pw := rest[:at]
-	if _, after, ok := strings.Cut(pw, ":"); ok {
-		pw = after
-	}
-	r.add(pw)
-	if dec, err := url.PathUnescape(pw); err == nil && dec != pw {
-		r.add(dec)
+	// As for RedactURL: the user info up to the last '@', and up to the first.
+	for _, at := range []int{strings.LastIndex(rest, "@"), strings.Index(rest, "@")} {
+		if at < 0 {
+			return
+		}
+		pw := rest[:at]
+		if _, after, ok := strings.Cut(pw, ":"); ok {
+			pw = after
+		}
+		r.add(pw)
+		if dec, err := url.PathUnescape(pw); err == nil && dec != pw {
+			r.add(dec)
+		}
 	}
 }
 
