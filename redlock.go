@@ -67,9 +67,8 @@ func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
 // redis.ParseURL accepts; write '@', ':', '/', '?', '#' and '%' in a password
-// percent-encoded). A URL that does not parse, or whose port is outside 1..65535, gives
-// an error matching ErrBadURL. Errors and node names show URLs with the password
-// redacted, and no error quotes any part of it.
+// percent-encoded). Errors and node names show URLs with the password redacted, and
+// no error quotes any part of it.
 // The clients do not retry failed commands (the next attempt is the retry; add
 // max_retries=N to a URL to override); Close closes them.
 func NewFromURLs(urls []string, opts Options) (*Client, error) {
