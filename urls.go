@@ -22,8 +22,9 @@ const redacted = "xxxxx"
 // RedactURL returns a node URL with its password replaced by "xxxxx", wherever a parser
 // could find one, also in a URL that does not parse: the form in which NewFromURLs
 // shows URLs in errors and node names. A user name without a password
-// ("redis://secret@host", which redis-cli reads as a password) is replaced too. A program that prints or logs node URLs, or the
-// errors of parsing them, should print this form only.
+// ("redis://secret@host", which redis-cli reads as a password) is replaced too. A
+// program that prints or logs node URLs, or the errors of parsing them, should print
+// this form only.
 func RedactURL(raw string) string { return redactURL(raw) }
 
 // redactURL returns raw with its password replaced by "xxxxx", wherever a parser could
