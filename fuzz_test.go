@@ -50,6 +50,17 @@ var passwordPlaces = []struct {
 	{"user:%s@127.0.0.1:6379%s", nil, false},
 	{"redis://:%s%s", nil, true}, // no '@': the password is read as the port
 	{"redis://user:%s@[::1]:6379%s", nil, false},
+	// User info without a ':': go-redis reads it as a user name, redis-cli as a password.
+	{"redis://%s@127.0.0.1:6379%s", func(p string) string { return url.User(p).String() }, false},
+}
+
+// isPort reports whether s, up to its first '/', '?' or '#', is digits only: what
+// follows "host:" in a URL is then a port.
+func isPort(s string) bool {
+	if i := strings.IndexAny(s, "/?#"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.Trim(s, "0123456789") == ""
 }
 
 // otherPassword maps each letter and digit of p to another of its class (hex letters
@@ -106,6 +117,7 @@ func FuzzNewFromURLs(f *testing.F) {
 	f.Add("redis://h:1/?password=secret&x=1", "s3cr&t=1#x", uint8(5), "&max_retries=2")
 	f.Add("u:secret@h:1", "%4G%zz%", uint8(7), "")
 	f.Add("redis://:secret", "secret", uint8(8), "/0")
+	f.Add("redis://secret@h:1", "s3cr:t@x", uint8(10), "/0")
 	f.Fuzz(func(t *testing.T, raw, password string, place uint8, tail string) {
 		outcomeOfURLs(strings.Split(raw, "\n")) // must not panic
 
@@ -115,6 +127,9 @@ func FuzzNewFromURLs(f *testing.F) {
 		}
 		if pl.noAt && strings.Contains(password, "@") {
 			return // what follows the password's '@' is the host
+		}
+		if pl.noAt && isPort(password+tail) {
+			return // digits where the port goes are a port, checked for its range
 		}
 		embed := func(p string) string {
 			if pl.escape != nil {
@@ -131,7 +146,8 @@ func FuzzNewFromURLs(f *testing.F) {
 		if strings.Join(names1, " ") != strings.Join(names2, " ") {
 			t.Fatalf("the node name depends on the password:\n%s\n  %q\n%s\n  %q", u1, names1, u2, names2)
 		}
-		inUserInfo := pl.escape != nil && !strings.Contains(pl.format, "?")
+		asUser := strings.HasPrefix(pl.format, "redis://%s@")
+		inUserInfo := pl.escape != nil && !strings.Contains(pl.format, "?") && !asUser
 		if err1 == "" && inUserInfo && !strings.Contains(tail, "@") && pass1[0] != password {
 			t.Fatalf("%s: go-redis got password %q, want %q", u1, pass1[0], password)
 		}

@@ -2,7 +2,10 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -18,16 +21,20 @@ const redacted = "xxxxx"
 
 // RedactURL returns a node URL with its password replaced by "xxxxx", wherever a parser
 // could find one, also in a URL that does not parse: the form in which NewFromURLs
-// shows URLs in errors and node names. A program that prints or logs node URLs, or the
-// errors of parsing them, should print this form only.
+// shows URLs in errors and node names. A user name without a password
+// ("redis://secret@host", which redis-cli reads as a password) is replaced too. A
+// program that prints or logs node URLs, or the errors of parsing them, should print
+// this form only.
 func RedactURL(raw string) string { return redactURL(raw) }
 
 // redactURL returns raw with its password replaced by "xxxxx", wherever a parser could
 // find it. It works on the text, so it also redacts what does not parse, and it
 // redacts the union of what two readings call secret:
 //   - the text between the first ':' of the user info and the last '@' after the
-//     scheme (every '@' of a password that was not percent-encoded included), or,
-//     when there is no '@', what may be a password where the port goes (secretPort);
+//     scheme (every '@' of a password that was not percent-encoded included), all the
+//     user info when it has no ':' (markUserInfo), the same for the user info up to
+//     the first '@', or, when there is no '@', what may be a password where the port
+//     goes (secretPort);
 //   - the URL's own structure: the password of the user info inside the host part
 //     (which ends at the first '/', '?' or '#'), and the value of the first query
 //     parameter whose name suggests a secret, with everything after it (an '&', '@'
@@ -48,9 +55,10 @@ func redactURL(raw string) string {
 	// By the last '@'.
 	at := strings.LastIndexByte(rest, '@')
 	if at >= 0 {
-		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-			mark(start+colon+1, start+at)
-		}
+		markUserInfo(mark, start, rest[:at])
+		// And by the first: in "pw@host:port@", the user info up to the last '@'
+		// has a ':', but the text before the first '@' may be a password on its own.
+		markUserInfo(mark, start, rest[:strings.IndexByte(rest, '@')])
 	} else if from, ok := secretPort(rest); ok {
 		mark(start+from, len(raw))
 	}
@@ -60,9 +68,7 @@ func redactURL(raw string) string {
 		hostEnd = len(rest)
 	}
 	if at := strings.LastIndexByte(rest[:hostEnd], '@'); at >= 0 {
-		if colon := strings.IndexByte(rest[:at], ':'); colon >= 0 {
-			mark(start+colon+1, start+at)
-		}
+		markUserInfo(mark, start, rest[:at])
 	}
 	for _, from := range []int{0, at + 1} { // the query as either reading finds it
 		if q := strings.IndexByte(rest[from:], '?'); q >= 0 {
@@ -84,6 +90,17 @@ func redactURL(raw string) string {
 		}
 	}
 	return b.String()
+}
+
+// markUserInfo marks the secret of the user info userinfo, which begins at start: what
+// follows its first ':', or, without a ':', all of it. A user name written without a
+// password ("redis://secret@host") is taken for a password, as redis-cli takes it.
+func markUserInfo(mark func(from, to int), start int, userinfo string) {
+	if colon := strings.IndexByte(userinfo, ':'); colon >= 0 {
+		mark(start+colon+1, start+len(userinfo))
+		return
+	}
+	mark(start, start+len(userinfo))
 }
 
 // secretPort returns where the port of a URL without user info begins (rest starts
@@ -153,17 +170,30 @@ func secretParam(name string) bool {
 // parses: the password is at fault, and is not quoted.
 var errPasswordSyntax = errors.New("the password does not parse as part of a URL: percent-encode its special characters (% as %25, @ as %40, : as %3A, / as %2F, ? as %3F, # as %23)")
 
+// ErrBadURL is matched, with errors.Is, by every error NewFromURLs returns for a URL
+// it cannot use: one that does not parse, or names no server that could listen (a port
+// outside 1..65535). Such a URL is a mistake in the configuration, not a node that is
+// down, and retrying will not help.
+var ErrBadURL = errors.New("redlock: bad node URL")
+
+// badURL is the cause of an unusable URL: its text is the cause's, and it matches
+// ErrBadURL too.
+type badURL struct{ cause error }
+
+func (e badURL) Error() string   { return e.cause.Error() }
+func (e badURL) Unwrap() []error { return []error{ErrBadURL, e.cause} }
+
 // parseNodeURL parses a node URL with redis.ParseURL. Its error never quotes the URL
-// as given, only its redacted form: see the top of this file.
+// as given, only its redacted form: see the top of this file. It matches ErrBadURL.
 func parseNodeURL(raw string) (*redis.Options, error) {
 	opts, err := parseURL(raw)
 	if err == nil {
 		return opts, nil
 	}
 	if _, err := parseURL(redactURL(raw)); err != nil {
-		return nil, err
+		return nil, badURL{err}
 	}
-	return nil, errPasswordSyntax
+	return nil, badURL{errPasswordSyntax}
 }
 
 // parseURL is redis.ParseURL with the checks that make the password's boundaries
@@ -187,5 +217,23 @@ func parseURL(raw string) (*redis.Options, error) {
 		}
 		return nil, err
 	}
+	if opts.Network == "tcp" {
+		if err := checkPort(opts.Addr); err != nil {
+			return nil, err
+		}
+	}
 	return opts, nil
+}
+
+// checkPort rejects a host:port whose port no server can listen on. go-redis takes any
+// number, and a typo such as 99999 would only show as a node that never answers.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %s outside 1..65535", port)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -31,6 +32,8 @@ func TestNewFromURLsRedactsPasswords(t *testing.T) {
 		{"redis://u:Qp Qq@h:1", []string{"Qp", "Qq"}, "the password does not parse"},
 		{"redis://u:Qp:Qq@h:bad", []string{"Qp", "Qq"}, `invalid port ":bad"`},
 		{"redis://u:QpQq@h:1/notanumber", []string{"QpQq"}, "invalid database number"},
+		{"redis://QpQq@h:1/notanumber", []string{"QpQq"}, "(redis://xxxxx@h:1/notanumber): redis: invalid database number"},
+		{"redis://QpQq@h:99999", []string{"QpQq"}, "port 99999 outside"},
 		{"redis://u:QpQq@h:1?foo=1", []string{"QpQq"}, "unexpected option: foo"},
 		{"redis://h:1/?password=QpQq", []string{"QpQq"}, "unexpected option: password"},
 		{"redis://h:1/?db=0&Auth_Token=QpQq&x=1", []string{"QpQq"}, "unexpected option: Auth_Token"},
@@ -51,6 +54,9 @@ func TestNewFromURLsRedactsPasswords(t *testing.T) {
 			t.Errorf("%s: accepted", tt.url)
 			continue
 		}
+		if !errors.Is(err, ErrBadURL) {
+			t.Errorf("%s: error %q does not match ErrBadURL", tt.url, err)
+		}
 		msg := strings.Replace(err.Error(), "node URL 2", "node URL 1", 1)
 		for _, s := range tt.secrets {
 			if strings.Contains(msg, s) {
@@ -60,6 +66,35 @@ func TestNewFromURLsRedactsPasswords(t *testing.T) {
 		if !strings.Contains(msg, tt.want) || !strings.HasPrefix(msg, "redlock: node URL 1 (") {
 			t.Errorf("%s: error %q, want it to contain %q", tt.url, msg, tt.want)
 		}
+	}
+}
+
+// TestNewFromURLsRefusesBadPorts (#15 section 5): a port no server can listen on is a
+// configuration error matching ErrBadURL, found before anything is dialled, not a node
+// that looks down; the message names the port, never the password.
+func TestNewFromURLsRefusesBadPorts(t *testing.T) {
+	for _, tt := range []struct{ url, want string }{
+		{"redis://127.0.0.1:99999", "node URL 2 (redis://127.0.0.1:99999): port 99999 outside 1..65535"},
+		{"redis://127.0.0.1:0", "port 0 outside 1..65535"},
+		{"rediss://u:QpQq@h:65536/1", "node URL 2 (rediss://u:xxxxx@h:65536/1): port 65536 outside 1..65535"},
+	} {
+		c, err := NewFromURLs([]string{"redis://127.0.0.1:1", tt.url}, Options{})
+		if c != nil {
+			c.Close()
+			t.Errorf("%s: accepted", tt.url)
+			continue
+		}
+		if !errors.Is(err, ErrBadURL) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "QpQq") {
+			t.Errorf("%s: error %q, want one matching ErrBadURL with %q", tt.url, err, tt.want)
+		}
+	}
+	for _, ok := range []string{"redis://127.0.0.1:65535", "redis://127.0.0.1", "unix:///tmp/redis.sock"} {
+		c, err := NewFromURLs([]string{ok}, Options{})
+		if err != nil {
+			t.Errorf("%s: %v", ok, err)
+			continue
+		}
+		c.Close()
 	}
 }
 
@@ -91,7 +126,13 @@ func TestNewFromURLsPasswordCharacters(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"redis://h:1":                     "redis://h:1",
-		"redis://u@h:1":                   "redis://u@h:1",
+		"redis://u@h:1":                   "redis://xxxxx@h:1", // a password in the user field (#15)
+		"redis://s3cret@h:6379/0":         "redis://xxxxx@h:6379/0",
+		"rediss://p%40ss@h":               "rediss://xxxxx@h",
+		"redis://p@ss@h:1":                "redis://xxxxx@h:1",
+		"redis://u:@h:1":                  "redis://u:@h:1",
+		"redis://pw@h:1@":                 "redis://xxxxx@h:xxxxx@",
+		"redis://@h:1":                    "redis://@h:1",
 		"redis://u:p@h:1/0":               "redis://u:xxxxx@h:1/0",
 		"redis://u:p@q@h:1":               "redis://u:xxxxx@h:1",
 		"redis://u:a://b@h:1":             "redis://u:xxxxx@h:1",

@@ -87,7 +87,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%d local redis-server nodes (pids %s)", len(nodes), strings.Join(pids, " ")))
+		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%s (pids %s)", plural(int64(len(nodes)), "local redis-server node"), strings.Join(pids, " ")))
 	})
 	if err != nil && exit != 130 {
 		fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
@@ -117,7 +117,7 @@ func (cfg *benchConfig) report(ctx context.Context, e *env, specs []nodeSpec, wh
 	for _, r := range rows {
 		if r.violations > 0 || r.errors > 0 {
 			bad++
-			fmt.Fprintf(e.errw(), "redlock bench: %s: %d violations, %d failed calls; first error: %v\n", r.name, r.violations, r.errors, r.firstErr)
+			fmt.Fprintf(e.errw(), "redlock bench: %s: %s, %s; first error: %v\n", r.name, plural(int64(r.violations), "violation"), plural(int64(r.errors), "failed call"), r.firstErr)
 		}
 	}
 	if bad > 0 {
@@ -187,7 +187,7 @@ func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]be
 	run := randomTag()
 	type workload struct {
 		name string
-		unit string
+		unit string // singular: "cycle"
 		do   func(c *redlock.Client, done *atomic.Int64) benchRow
 	}
 	uncontended := func(g int) func(*redlock.Client, *atomic.Int64) benchRow {
@@ -225,16 +225,16 @@ func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]be
 		}
 	}
 	workloads := []workload{
-		{"uncontended G=1", "cycles", uncontended(1)},
-		{"uncontended G=8", "cycles", uncontended(8)},
-		{"hot key G=8", "acquisitions", hot},
+		{"uncontended G=1", "cycle", uncontended(1)},
+		{"uncontended G=8", "cycle", uncontended(8)},
+		{"hot key G=8", "acquisition", hot},
 	}
 	prog := newProgress(e.errw(), isTerminal(e.stderr), len(workloads), cfg.duration+100*time.Millisecond)
 	defer prog.stop()
 	var rows []benchRow
 	for _, w := range workloads {
 		var done atomic.Int64
-		prog.begin(w.name, func() string { return fmt.Sprintf("%d %s", done.Load(), w.unit) })
+		prog.begin(w.name, func() string { return plural(done.Load(), w.unit) })
 		c, closeClient, err := dial(specs, opts)
 		if err != nil {
 			return nil, err
@@ -246,9 +246,9 @@ func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]be
 		}
 		row.name = w.name
 		rows = append(rows, row)
-		detail := fmt.Sprintf("%d %s, %.0f/s", done.Load(), w.unit, row.rate)
+		detail := fmt.Sprintf("%s, %.0f/s", plural(done.Load(), w.unit), row.rate)
 		if row.errors > 0 || row.violations > 0 {
-			detail += fmt.Sprintf(", %d failed calls, %d violations", row.errors, max(row.violations, 0))
+			detail += fmt.Sprintf(", %s, %s", plural(int64(row.errors), "failed call"), plural(int64(max(row.violations, 0)), "violation"))
 		}
 		prog.end(row.errors == 0 && row.violations <= 0, detail)
 	}

@@ -428,7 +428,7 @@ func (d *demo) summary(took time.Duration) error {
 		fmt.Fprintf(d.w, row, fmt.Sprintf("%d %s", p+1, demoPhases[p].title), s.grants, s.contended, s.unavailable, s.other, s.releaseOK, s.releaseFailed)
 	}
 	fmt.Fprintf(d.w, "  most holders at once: %d\n", d.maxHolders)
-	fmt.Fprintf(d.w, "  fencing tokens: %d grants, last token %d, %d not above the one before\n", d.fences, d.lastFence, d.fenceDrops)
+	fmt.Fprintf(d.w, "  fencing tokens: %s, last token %d, %d not above the one before\n", plural(int64(d.fences), "grant"), d.lastFence, d.fenceDrops)
 	fmt.Fprint(d.w, `
 Why:
   - "contended" is ErrNotAcquired: another worker held the lock. That is the lock working.
@@ -455,10 +455,10 @@ Why:
 		}
 	}
 	if s := d.stats[2]; s.grants != 0 || s.unavailable == 0 {
-		problems = append(problems, fmt.Sprintf("phase 3 had %d grants and %d ErrUnavailable (want 0 and some)", s.grants, s.unavailable))
+		problems = append(problems, fmt.Sprintf("phase 3 had %s and %d ErrUnavailable (want 0 and some)", plural(int64(s.grants), "grant"), s.unavailable))
 	}
 	if d.fenceDrops > 0 {
-		problems = append(problems, fmt.Sprintf("%d fencing tokens did not increase", d.fenceDrops))
+		problems = append(problems, fmt.Sprintf("%s did not increase", plural(int64(d.fenceDrops), "fencing token")))
 	}
 	if d.otherErr != nil {
 		problems = append(problems, fmt.Sprintf("unexpected errors, the first: %v", d.otherErr))

@@ -98,9 +98,10 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 	if err := cf.check(); err != nil {
 		return cfg, err
 	}
+	if err := checkKey(cfg.key); err != nil {
+		return cfg, err
+	}
 	switch {
-	case cfg.key == "":
-		return cfg, usagef("missing --key")
 	case len(pos) == 0:
 		return cfg, usagef("missing command: redlock exec --key KEY [flags] -- command [args...]")
 	case cfg.wait < 0:
@@ -126,9 +127,9 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 	}
 	path, err := exec.LookPath(pos[0])
 	if err != nil {
-		code := exitNotFound
-		if errors.Is(err, fs.ErrPermission) {
-			code = exitCannotRun
+		code := exitCannotRun // as a shell: 127 only when there is no such file
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
 		}
 		return cfg, &commandError{code: code, err: err}
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -89,8 +90,8 @@ func addConnFlags(fs *flagSet, locking bool) *connFlags {
 	fs.StringVar(&c.tls.serverName, "tls-server-name", "", "the `name` to verify in the rediss:// nodes' certificates\n(default: each URL's host)")
 	c.nodeTimeout, c.driftFactor = redlock.DefaultNodeTimeout, redlock.DefaultDriftFactor
 	if locking {
-		fs.DurationVar(&c.nodeTimeout, "node-timeout", c.nodeTimeout, "how long one step waits for a node before counting it as failed")
-		fs.Float64Var(&c.driftFactor, "drift-factor", c.driftFactor, "share of the TTL set aside for clock drift:\nvalidity = ttl − elapsed − (ttl × factor + 2ms)")
+		fs.DurationVar(&c.nodeTimeout, "node-timeout", c.nodeTimeout, "how long one step waits for a node before counting it as failed (at least 1ms)")
+		fs.Float64Var(&c.driftFactor, "drift-factor", c.driftFactor, "share of the TTL set aside for clock drift:\nvalidity = ttl − elapsed − (ttl × factor + 2ms); exec needs a validity\nabove ttl/3 + ttl/10 + 2 × node-timeout, to renew in time")
 	}
 	return c
 }
@@ -118,10 +119,18 @@ func (c *connFlags) urls(e *env) ([]string, error) {
 	return parts, nil
 }
 
+// minNodeTimeout is the shortest --node-timeout accepted. No node answers a step
+// faster than a loopback round trip and a scheduler's wake-up; below this every step
+// would count every node as failed, and an Acquire would retry for ever.
+const minNodeTimeout = time.Millisecond
+
 // check validates the connection flags that do not depend on the nodes.
 func (c *connFlags) check() error {
 	if c.nodeTimeout <= 0 {
 		return usagef("--node-timeout %v must be positive", c.nodeTimeout)
+	}
+	if c.nodeTimeout < minNodeTimeout {
+		return usagef("--node-timeout %v is below %v: no node answers that fast, so every step would fail and the lock would never be taken", c.nodeTimeout, minNodeTimeout)
 	}
 	if c.driftFactor <= 0 || c.driftFactor >= 1 { // Options reads 0 as "the default"
 		return usagef("--drift-factor %v must lie in (0, 1)", c.driftFactor)
@@ -135,9 +144,17 @@ func driftOf(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
 }
 
+// KeepAlive's schedule as exec relies on it (watchdog.go and exec_unix.go): a renewal
+// every ttl/renewDivisor, and the last ttl/stopDivisor of each validity kept for
+// stopping the command (SIGTERM, --grace, SIGKILL ttl/40 before the validity ends).
+const (
+	renewDivisor = 3
+	stopDivisor  = 10
+)
+
 // checkTTL rejects a TTL that cannot give a useful lock: not whole milliseconds (Redis
-// takes milliseconds), not above the drift allowance, or, with keepAlive, too short for
-// KeepAlive to renew inside its margin (it needs at least 20 × the node timeout).
+// takes milliseconds), not above the drift allowance, or, with keepAlive, one that
+// KeepAlive cannot keep (see checkRenewal).
 func (c *connFlags) checkTTL(ttl time.Duration, keepAlive bool) error {
 	if ttl <= 0 || ttl%time.Millisecond != 0 {
 		return usagef("--ttl %v must be a positive whole number of milliseconds", ttl)
@@ -145,8 +162,53 @@ func (c *connFlags) checkTTL(ttl time.Duration, keepAlive bool) error {
 	if d := driftOf(ttl, c.driftFactor); ttl <= d {
 		return usagef("--ttl %v is too small: the drift allowance alone is %v", ttl, d)
 	}
-	if min := 20 * c.nodeTimeout; keepAlive && ttl < min {
+	if !keepAlive {
+		return nil
+	}
+	if min := 20 * c.nodeTimeout; ttl < min {
 		return usagef("--ttl %v is too small to renew safely: use at least 20 × --node-timeout (%v)", ttl, min)
+	}
+	return c.checkRenewal(ttl)
+}
+
+// checkRenewal rejects a TTL and drift factor whose validity is too short for even one
+// renewal. A step (acquire or extend) that may take the node timeout leaves a validity
+// of ttl − (ttl × factor + 2 ms); the next renewal starts ttl/3 after the step ended,
+// may take the node timeout itself, and must be confirmed before the last ttl/10, which
+// belongs to the command's stop. Without room for that, KeepAlive gives the lock up
+// before its first renewal and exec kills the command as soon as it has started.
+func (c *connFlags) checkRenewal(ttl time.Duration) error {
+	validity := ttl - driftOf(ttl, c.driftFactor)
+	renew, stop := ttl/renewDivisor, ttl/stopDivisor
+	need := renew + stop + 2*c.nodeTimeout
+	if validity > need {
+		return nil
+	}
+	fix := "raise --ttl"
+	// The largest factor that would do, in thousandths.
+	f := math.Floor(float64(ttl-2*time.Millisecond-need)/float64(ttl)*1000) / 1000
+	for f > 0 && ttl-driftOf(ttl, f) <= need {
+		f = math.Round(f*1000-1) / 1000
+	}
+	if f > 0 {
+		fix = fmt.Sprintf("use a --drift-factor of at most %v", f)
+	}
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return usagef("--ttl %v with --drift-factor %v cannot be kept alive: a renewal leaves a validity of %v "+
+		"(ttl − ttl × factor − 2ms), and exec needs more than %v (the next renewal ttl/3 = %v later, "+
+		"2 × --node-timeout = %v for two steps, and the last ttl/10 = %v to stop the command); %s",
+		ttl, c.driftFactor, ms(validity), ms(need), ms(renew), 2*c.nodeTimeout, ms(stop), fix)
+}
+
+// checkKey rejects a lock name exec cannot have meant: empty, or beginning with '-',
+// which is a flag or the "--" before the command taken as --key's value
+// ("--key -- cmd" would lock the key "--").
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return usagef("missing --key")
+	case strings.HasPrefix(key, "-"):
+		return usagef("--key %q begins with '-': most likely a flag or the \"--\" before the command took the key's place; exec takes no key beginning with '-'", key)
 	}
 	return nil
 }

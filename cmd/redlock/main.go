@@ -141,6 +141,15 @@ func reportSetup(e *env, name string, err error, other int) int {
 	return other
 }
 
+// plural returns n with the noun, in the plural unless n is 1: "1 node", "3 nodes".
+// Every noun it is given takes a plain "s".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // quietLogger discards go-redis's internal log lines.
 type quietLogger struct{}
 

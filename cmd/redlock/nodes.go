@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -113,6 +115,9 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 			spec.opts, addrs = opts, []string{opts.Addr}
 		}
 		for _, addr := range addrs {
+			if err := checkPort(addr); err != nil {
+				return nil, usagef("node %d (%s): %v", i+1, name, err)
+			}
 			server := strings.ToLower(addr)
 			if j, dup := seen[server]; dup && j != i {
 				return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
@@ -145,6 +150,19 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 		*own = cfg
 	}
 	return specs, nil
+}
+
+// checkPort rejects a host:port whose port no server can listen on: without it, a
+// typo such as port 99999 would be dialled, fail, and look like a node that is down.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %s outside 1..65535", port)
+	}
+	return nil
 }
 
 // config loads the TLS files into a base configuration.
@@ -217,7 +235,8 @@ func (r *redactor) add(s string) {
 }
 
 // addFromURL registers the password of a URL's user information, raw and decoded,
-// without needing the URL to parse.
+// without needing the URL to parse. User information without a ':' counts as a
+// password, as for redlock.RedactURL: redis-cli reads "redis://secret@host" so.
 func (r *redactor) addFromURL(raw string) {
 	_, rest, ok := strings.Cut(raw, "://")
 	if !ok {
@@ -226,17 +245,19 @@ func (r *redactor) addFromURL(raw string) {
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
 		rest = rest[:i]
 	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return
-	}
-	_, pw, ok := strings.Cut(rest[:at], ":")
-	if !ok {
-		return
-	}
-	r.add(pw)
-	if dec, err := url.PathUnescape(pw); err == nil && dec != pw {
-		r.add(dec)
+	// As for RedactURL: the user info up to the last '@', and up to the first.
+	for _, at := range []int{strings.LastIndex(rest, "@"), strings.Index(rest, "@")} {
+		if at < 0 {
+			return
+		}
+		pw := rest[:at]
+		if _, after, ok := strings.Cut(pw, ":"); ok {
+			pw = after
+		}
+		r.add(pw)
+		if dec, err := url.PathUnescape(pw); err == nil && dec != pw {
+			r.add(dec)
+		}
 	}
 }
 

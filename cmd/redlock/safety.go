@@ -98,7 +98,11 @@ func runSafety(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.errw(), "redlock safety: %d of %d scenarios NOT as expected\n", failed, len(timelines))
 		return exitError
 	}
-	fmt.Fprintf(e.errw(), "redlock safety: all %d scenarios as expected\n", len(timelines))
+	all := "all " + plural(int64(len(timelines)), "scenario")
+	if len(timelines) == 1 {
+		all = "the one scenario"
+	}
+	fmt.Fprintf(e.errw(), "redlock safety: %s as expected\n", all)
 	return exitOK
 }
 

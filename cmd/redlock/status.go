@@ -39,7 +39,7 @@ drift allowance).`
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("status", "redlock status [flags] KEY", statusAbout)
 	cf := addConnFlags(fs, false)
-	timeout := fs.Duration("timeout", time.Second, "how long to wait for each node")
+	timeout := fs.Duration("timeout", time.Second, "how long to wait for each node (at least 1ms)")
 	pos, done, code := fs.parse(e, args, true)
 	if done {
 		return code
@@ -71,6 +71,8 @@ func statusSetup(e *env, cf *connFlags, timeout time.Duration, pos []string) ([]
 		return nil, "", usagef("empty KEY")
 	case timeout <= 0:
 		return nil, "", usagef("--timeout %v must be positive", timeout)
+	case timeout < minNodeTimeout:
+		return nil, "", usagef("--timeout %v is below %v: no node answers that fast, so every node would read as unreachable", timeout, minNodeTimeout)
 	}
 	specs, err := parseNodes(urls, cf.tls)
 	return specs, pos[0], err
@@ -83,6 +85,9 @@ type nodeStatus struct {
 	token string // "" when the key does not exist
 	pttl  time.Duration
 	fence string // "" when the counter does not exist
+	// fenceErr is why a counter could not be read (a key of another type): a problem
+	// of the counter alone, shown apart from the lock key's state.
+	fenceErr error
 }
 
 // queryStatus reads the key, its PTTL and its fencing counter from every node at once.
@@ -105,46 +110,67 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	st := nodeStatus{name: s.name}
 	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
-	var fences []*redis.StringCmd
+	names := redlock.FenceKeys(rdb, key)
+	fences := make([]*redis.StringCmd, len(names))
 	// On a Cluster member the commands go to the master of KEY's slot, which also
-	// holds the counter (redlock.FenceKeys keeps it in that slot).
+	// holds the counter (redlock.FenceKeys keeps it in that slot). The pipeline's own
+	// error is its first failed command's: each command is judged on its own instead,
+	// so that a counter of the wrong type does not hide the lock key.
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, key)
 		pttl = p.PTTL(ctx, key)
-		for _, name := range redlock.FenceKeys(rdb, key) {
-			fences = append(fences, p.Get(ctx, name))
+		for i, name := range names {
+			fences[i] = p.Get(ctx, name)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	// A failure of the connection itself (refused, WRONGPASS at the handshake) may
+	// be returned without being set on any command.
+	carried := get.Err() != nil || pttl.Err() != nil
+	for _, f := range fences {
+		carried = carried || f.Err() != nil
+	}
+	if err != nil && !carried {
 		st.err = err
 		return st
 	}
+	for _, err := range []error{get.Err(), pttl.Err()} {
+		if err != nil && !errors.Is(err, redis.Nil) {
+			st.err = err
+			return st
+		}
+	}
 	st.token, _ = get.Result()
 	st.pttl = pttl.Val()
-	st.fence = highest(fences)
+	st.fence, st.fenceErr = highest(names, fences)
 	return st
 }
 
 // highest returns the counter kept under several names: the largest value, "" when
-// none exists, and a value that is not a number as it is (the key is not a counter).
-func highest(cmds []*redis.StringCmd) string {
+// none exists, and a value that is not a number as it is (the key is not a counter);
+// and the errors of the names that could not be read.
+func highest(names []string, cmds []*redis.StringCmd) (string, error) {
 	best := int64(-1)
-	for _, cmd := range cmds {
+	var errs []error
+	for i, cmd := range cmds {
 		v, err := cmd.Result()
-		if err != nil {
+		switch {
+		case errors.Is(err, redis.Nil):
+			continue
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", printable(names[i]), err))
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return v
+			return v, errors.Join(errs...)
 		}
 		best = max(best, n)
 	}
 	if best < 0 {
-		return ""
+		return "", errors.Join(errs...)
 	}
-	return strconv.FormatInt(best, 10)
+	return strconv.FormatInt(best, 10), errors.Join(errs...)
 }
 
 // snapshotClient returns a client for a read-only snapshot of the node: every phase
@@ -223,7 +249,7 @@ func judge(rows []nodeStatus) verdict {
 
 // printStatus writes the table and the verdict.
 func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
-	fmt.Fprintf(w, "key %q on %d nodes (%d needed for a majority)\n", key, len(rows), len(rows)/2+1)
+	fmt.Fprintf(w, "key %q on %s (%d needed for a majority)\n", key, plural(int64(len(rows)), "node"), len(rows)/2+1)
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE\t")
@@ -247,11 +273,17 @@ func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
 				ttl = "no TTL"
 			}
 		}
-		fence := "-"
+		fence, note := "-", ""
 		if r.fence != "" {
 			fence = printable(r.fence)
 		}
-		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\t\n", r.name, holder, ttl, fence)
+		if r.fenceErr != nil {
+			if r.fence == "" {
+				fence = "?"
+			}
+			note = "fencing counter " + strings.ReplaceAll(r.fenceErr.Error(), "\n", "; ")
+		}
+		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\t%s\n", r.name, holder, ttl, fence, note)
 	}
 	tw.Flush()
 	for line := range strings.Lines(table.String()) {

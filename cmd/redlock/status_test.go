@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -87,7 +88,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 		wrong   = "wr0ng-pass-word"
 	)
 	servers := redistest.StartN(t, 3, redistest.Options{})
-	var right, acl, bad []string
+	var right, acl, bad, userField []string
 	for _, s := range servers {
 		rdb := s.Client()
 		if err := rdb.Do(t.Context(), "ACL", "SETUSER", "alice", "on", ">"+alicePW, "~*", "&*", "+@all").Err(); err != nil {
@@ -99,6 +100,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 		right = append(right, "redis://:"+pw+"@"+s.Addr())
 		acl = append(acl, "redis://alice:al1ce-p%40ss@"+s.Addr())
 		bad = append(bad, "redis://:"+wrong+"@"+s.Addr())
+		userField = append(userField, "redis://"+pw+"@"+s.Addr()) // no colon: go-redis sends it as a user name
 	}
 	secrets := []string{pw, alicePW, "al1ce-p%40ss", wrong}
 	check := func(name string, r result, code int) {
@@ -122,6 +124,12 @@ func TestPasswordsNeverShown(t *testing.T) {
 		t.Errorf("status, wrong password: want the node's error and the redacted URL:\n%s", r.stdout)
 	}
 	check("status, REDLOCK_NODES", runInProcess(t, map[string]string{"REDLOCK_NODES": join(right)}, "status", "k"), 0)
+	r = runInProcess(t, nil, "status", "--nodes", join(userField), "k")
+	check("status, password in the user field", r, exitUnavailable)
+	if !regexp.MustCompile(`(?m)^redis://xxxxx@\S+ +yes +- +- +- +NOAUTH`).MatchString(r.stdout) {
+		t.Errorf("status, password in the user field: want the node's error and the redacted URL:\n%s", r.stdout)
+	}
+	check("bad port, password in the user field", runInProcess(t, nil, "status", "--nodes", "redis://"+pw+"@h:99999", "k"), exitUsage)
 	check("unparsable URL", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:port", "k"), exitUsage)
 	check("bad database", runInProcess(t, nil, "status", "--nodes", "redis://u:"+pw+"@host:1/db", "k"), exitUsage)
 	// Parsers quote what they cannot parse: a bad escape or a '/' inside the password
@@ -146,6 +154,7 @@ func TestPasswordsNeverShown(t *testing.T) {
 	check("exec, ACL user", c.run("", "exec", "--verbose", "--nodes", join(acl), "--key", "k", "--", "true"), 0)
 	check("exec, wrong password", c.run("", "exec", "--verbose", "--nodes", join(bad), "--key", "k", "--nonblock", "--", "true"), exitUnavailable)
 	check("exec, REDLOCK_NODES", newCLI(t, "REDLOCK_NODES="+join(bad)).run("", "exec", "--key", "k", "--wait", "200ms", "--", "true"), exitUnavailable)
+	check("exec, password in the user field", c.run("", "exec", "--verbose", "--nodes", join(userField), "--key", "k", "--nonblock", "--", "true"), exitUnavailable)
 }
 
 // TestRedactor: the second line of defence replaces passwords, raw and percent-decoded,
@@ -154,10 +163,10 @@ func TestRedactor(t *testing.T) {
 	r := &redactor{}
 	r.addFromURL("redis://user:p%40ss-word@host:port/0?x=1")
 	r.addFromURL("rediss://:second-one@h")
-	r.addFromURL("redis://no-password@h")
-	r.addFromURL("redis://:ab@h") // too short to redact usefully
-	got := r.redact("a p@ss-word, p%40ss-word and second-one; ab stays")
-	if want := "a xxxxx, xxxxx and xxxxx; ab stays"; got != want {
+	r.addFromURL("redis://in-the-user-field@h") // redis-cli reads it as a password (#15)
+	r.addFromURL("redis://:ab@h")               // too short to redact usefully
+	got := r.redact("a p@ss-word, p%40ss-word, second-one and in-the-user-field; ab stays")
+	if want := "a xxxxx, xxxxx, xxxxx and xxxxx; ab stays"; got != want {
 		t.Errorf("redact: got %q, want %q", got, want)
 	}
 }
@@ -279,5 +288,47 @@ func settle(t *testing.T, servers []*redistest.Server, key string, held bool) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestStatusFenceOfWrongType (#15 section 5): a KEY:fence that is not a string (here a
+// hash, next to a good fence:{KEY}) makes its GET fail; that must not hide the node's
+// lock key. The row shows the holder, PTTL and the good counter, and the bad one's
+// problem on its own.
+func TestStatusFenceOfWrongType(t *testing.T) {
+	servers, urls := nodes(t, 3, redistest.Options{})
+	c, err := redlock.New(redistest.Clients(servers), redlock.Options{Fencing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lock, err := c.TryAcquire(t.Context(), "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(t.Context()))
+	settle(t, servers, "job", true)
+	if err := servers[0].Client().Del(t.Context(), "job:fence").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := servers[0].Client().HSet(t.Context(), "job:fence", "f", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := runInProcess(t, nil, "status", "--nodes", urls, "job")
+	if r.code != 0 || !strings.Contains(r.stdout, "verdict: held by a majority: token "+lock.Token()[:8]+"… on 3 of 3 nodes") {
+		t.Errorf("exit %d, want the lock held on all 3 nodes:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bad := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta("redis://"+servers[0].Addr()) + ` +yes +` + lock.Token()[:8] + `… +\d+(?:\.\d+)?s +1 +fencing counter job:fence: WRONGTYPE`)
+	if !bad.MatchString(r.stdout) {
+		t.Errorf("want node 1's holder and PTTL, and the counter's error apart:\n%s", r.stdout)
+	}
+}
+
+// TestStatusOneNode: counts read as English with a single node ("on 1 node").
+func TestStatusOneNode(t *testing.T) {
+	_, urls := nodes(t, 1, redistest.Options{})
+	r := runInProcess(t, nil, "status", "--nodes", urls, "job")
+	if r.code != 0 || !strings.Contains(r.stdout, `key "job" on 1 node (1 needed for a majority)`) {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

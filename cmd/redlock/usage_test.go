@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // TestUsage: bad input gets a clear message and exit code 2, --help works everywhere,
@@ -47,6 +53,19 @@ func TestUsage(t *testing.T) {
 		{"tls cert without key", nil, []string{"status", "--nodes", "rediss://h:1", "--tls-cert", "c.pem", "k"}, 2, "go together"},
 		{"tls ca missing", nil, []string{"status", "--nodes", "rediss://h:1", "--tls-ca", "/nonexistent/ca.pem", "k"}, 2, "--tls-ca: open /nonexistent/ca.pem"},
 		{"command not found", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--", "no-such-command-redlock"}, 127, "executable file not found"},
+		// #15 section 5: settings that cannot work are refused before anything runs.
+		{"drift leaves no renewal, 1s", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "1s", "--drift-factor", "0.9", "--", "true"}, 2, "a renewal leaves a validity of 98ms (ttl − ttl × factor − 2ms), and exec needs more than 533ms"},
+		{"drift leaves no renewal, 10s", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "10s", "--drift-factor", "0.95", "--", "true"}, 2, "a renewal leaves a validity of 498ms"},
+		{"drift leaves no renewal, numbers", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "10s", "--drift-factor", "0.95", "--", "true"}, 2, "needs more than 4.433s (the next renewal ttl/3 = 3.333s later, 2 × --node-timeout = 100ms for two steps, and the last ttl/10 = 1s to stop the command); use a --drift-factor of at most 0.556"},
+		{"node timeout below 1ms", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--ttl", "3ms", "--node-timeout", "1ns", "--", "true"}, 2, "--node-timeout 1ns is below 1ms"},
+		{"port above 65535", nil, []string{"exec", "--nodes", "redis://127.0.0.1:99999", "--key", "k", "--nonblock", "--", "true"}, 2, "node 1 (redis://127.0.0.1:99999): port 99999 outside 1..65535"},
+		{"status timeout below 1ms", nil, []string{"status", "--nodes", nodes, "--timeout", "10us", "k"}, 2, "--timeout 10µs is below 1ms"},
+		{"port 0", nil, []string{"status", "--nodes", "redis://127.0.0.1:0", "k"}, 2, "port 0 outside 1..65535"},
+		{"cluster seed port", nil, []string{"status", "--nodes", "redis+cluster://h:1?addr=h:70000", "k"}, 2, "port 70000 outside 1..65535"},
+		{"key --", nil, []string{"exec", "--nodes", nodes, "--nonblock", "--key", "--", "true"}, 2, `--key "--" begins with '-'`},
+		{"key like a flag", nil, []string{"exec", "--nodes", nodes, "--nonblock", "--key", "--ttl", "1s", "--", "true"}, 2, `--key "--ttl" begins with '-'`},
+		{"command is a directory", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--", "/"}, 126, "is a directory"},
+		{"command path not found", nil, []string{"exec", "--nodes", nodes, "--key", "k", "--nonblock", "--", "/no/such/command"}, 127, "no such file"},
 		{"nodes from the environment", map[string]string{"REDLOCK_NODES": "redis://h:1,redis://h:1"}, []string{"status", "k"}, 2, "node 2 (redis://h:1) is the same server as node 1"},
 		{"status without key", nil, []string{"status", "--nodes", nodes}, 2, "missing KEY"},
 		{"status two keys", nil, []string{"status", "--nodes", nodes, "a", "b"}, 2, "one KEY expected"},
@@ -91,5 +110,56 @@ func TestInterleavedFlags(t *testing.T) {
 	r = runInProcess(t, nil, "status", "--nodes", "redis://h:1,redis://h:1", "--", "--odd-key")
 	if r.code != 2 || !strings.Contains(r.stderr, "same server") {
 		t.Fatalf("-- did not end the flags: %d %s", r.code, r.stderr)
+	}
+}
+
+// TestRenewalRuleAcceptsWhatWorks: the TTL and drift factor that checkRenewal lets
+// through at its edge really are kept alive. With --ttl 1s and --drift-factor 0.46 a
+// renewal leaves 538 ms of validity, just above the 533 ms the rule asks for; a
+// command that runs 1.5 s (several renewals) must finish with its own exit code.
+func TestRenewalRuleAcceptsWhatWorks(t *testing.T) {
+	_, urls := nodes(t, 3, redistest.Options{})
+	r := newCLI(t).run("", "exec", "--nodes", urls, "--key", "edge", "--ttl", "1s", "--drift-factor", "0.46",
+		"--", "sleep", "1.5")
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (renewed for 1.5 s):\n%s", r.code, r.stderr)
+	}
+}
+
+// TestPlural: counts in messages read as English.
+func TestPlural(t *testing.T) {
+	for n, want := range map[int64]string{0: "0 nodes", 1: "1 node", 2: "2 nodes"} {
+		if got := plural(n, "node"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestRenewalRuleSuggestion: the drift factor a refusal suggests is accepted, and one
+// thousandth more is not, for several TTLs and node timeouts.
+func TestRenewalRuleSuggestion(t *testing.T) {
+	re := regexp.MustCompile(`use a --drift-factor of at most ([0-9.]+)`)
+	for _, ttl := range []time.Duration{20 * time.Millisecond, 333 * time.Millisecond, time.Second, 10 * time.Second, time.Hour} {
+		for _, nt := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 50 * time.Millisecond} {
+			c := &connFlags{nodeTimeout: nt, driftFactor: 0.8}
+			if ttl < 20*nt {
+				continue
+			}
+			err := c.checkTTL(ttl, true)
+			m := re.FindStringSubmatch(fmt.Sprint(err))
+			if m == nil {
+				if err == nil || !strings.Contains(err.Error(), "raise --ttl") {
+					t.Errorf("ttl %v, node timeout %v: %v", ttl, nt, err)
+				}
+				continue
+			}
+			f, _ := strconv.ParseFloat(m[1], 64)
+			if c.driftFactor = f; c.checkTTL(ttl, true) != nil {
+				t.Errorf("ttl %v, node timeout %v: suggested factor %v refused: %v", ttl, nt, f, c.checkTTL(ttl, true))
+			}
+			if c.driftFactor = f + 0.001; c.checkTTL(ttl, true) == nil {
+				t.Errorf("ttl %v, node timeout %v: factor %v above the suggestion %v accepted", ttl, nt, c.driftFactor, f)
+			}
+		}
 	}
 }
