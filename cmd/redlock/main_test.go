@@ -138,6 +138,9 @@ func runChild(mode string, args []string) int {
 		code, _ := strconv.Atoi(os.Getenv("CHILD_EXIT"))
 		return code
 	}
+	if code, ok := runContainChild(mode, args); ok {
+		return code
+	}
 	return 99
 }
 
