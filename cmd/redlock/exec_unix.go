@@ -27,9 +27,14 @@ gets the environment variables REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_UNTIL (the va
 deadline when it started, RFC 3339), REDLOCK_UNTIL_MS (the same in Unix milliseconds) and,
 with --fence, REDLOCK_FENCE (the fencing token to give the resource you protect).
 
-SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command's process group.
-If the lock is lost (renewal failed, or its validity is about to end), the process
-group gets SIGTERM, then SIGKILL after --grace, always before the validity ends.
+SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command's process group;
+SIGTSTP stops the group before redlock stops, SIGCONT continues it. If the lock is lost
+(renewal failed, or its validity is about to end), the process group gets SIGTERM, then
+SIGKILL after --grace, always before the validity ends. A reaper between redlock and the
+command kills the command and everything it started (also what left its group, on Linux)
+when redlock dies or stays stopped until the validity is about to end. The lock is
+released once nothing the command started is left (--leftovers). docs/cli.md says what
+exec cannot contain (work handed to other services, writes already sent).
 
 Exit codes: the command's own (128+N if it died of signal N); 2 usage error;
 69 too few nodes answered; 75 lock held elsewhere (after --wait, or at once with

@@ -29,6 +29,7 @@ var binary string
 const childEnv = "REDLOCK_CLI_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	runReaperIfAsked() // an in-process redlock exec starts this binary as its reaper
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode, os.Args[1:]))
 	}
