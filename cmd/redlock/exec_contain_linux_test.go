@@ -449,6 +449,9 @@ func TestExecJobControl(t *testing.T) {
 	if code, out := s.wait(t); code != 40+int(syscall.SIGTERM) {
 		t.Errorf("exit %d (output %q), want the command's %d", code, out, 40+int(syscall.SIGTERM))
 	}
+	if strings.Contains(s.stderr.String(), "stopped by") {
+		t.Errorf("redlock reported its own stop of the command as someone else's:\n%s", s.stderr)
+	}
 }
 
 // TestExecCommandStopped: a command stopped by job control (SIGTTIN: it read the

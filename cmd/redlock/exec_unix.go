@@ -298,9 +298,8 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	defer signal.Stop(jobs)
 
 	tty, foreground := terminalForeground(e.stdin)
-	sent := leaseFor(until, cfg.ttl)
 	r, err := startReaper(e, env, reaperConfig{
-		foreground: foreground, leftovers: cfg.leftovers, grace: cfg.grace, lease: sent,
+		foreground: foreground, leftovers: cfg.leftovers, grace: cfg.grace, lease: leaseFor(until, cfg.ttl),
 		path: cfg.path, argv: cfg.argv,
 	})
 	if err != nil {
@@ -325,11 +324,13 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	renew := time.NewTicker(max(cfg.ttl/40, time.Millisecond))
 	defer renew.Stop()
 	var (
-		lost    = lockCtx.Done()
-		killAt  <-chan time.Time
-		isLost  bool
-		expired bool
-		code    = -1 // the command's exit code, once it exited
+		lost       = lockCtx.Done()
+		killAt     <-chan time.Time
+		isLost     bool
+		expired    bool
+		selfStop   bool    // redlock stopped the group for job control, until it reports it continued
+		leaseUntil = until // the validity the reaper's lease was last computed from
+		code       = -1    // the command's exit code, once it exited
 	)
 	for {
 		select {
@@ -350,7 +351,12 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				if rep.left > 0 && !isLost {
 					logLeftovers(e, cfg, rep.left)
 				}
+			case "continued":
+				selfStop = false
 			case "stopped":
+				if selfStop {
+					continue
+				}
 				fmt.Fprintf(e.errw(), "redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
 					syscall.Signal(rep.n), os.Getpid())
 			case "expired":
@@ -366,12 +372,13 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			}
 			// Stop the work before redlock stops: while redlock is stopped nothing
 			// renews, and the reaper kills the group when the lease runs out.
+			selfStop = true
 			_ = syscall.Kill(-pgid, syscall.SIGSTOP)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		case <-renew.C:
-			if d := leaseFor(lock.Until(), cfg.ttl); !isLost && d > sent {
-				r.lease(d)
-				sent = d
+			if u := lock.Until(); !isLost && u.After(leaseUntil) {
+				r.lease(leaseFor(u, cfg.ttl))
+				leaseUntil = u
 			}
 		case <-lost:
 			lost, isLost = nil, true
@@ -383,6 +390,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			}
 			// Signal first, then log: a write to a broken stderr must not delay the kill.
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			r.term()
 			r.lease(leaseClock() + int64(time.Until(at)))
 			killAt = time.After(at.Sub(now))
 			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
@@ -486,6 +494,11 @@ func parseReport(line string) reaperReport {
 // lease moves the reaper's deadline to d.
 func (r *reaperProc) lease(d int64) {
 	_, _ = fmt.Fprintf(r.leases, "%d\n", d)
+}
+
+// term has the reaper send SIGTERM to the command's descendants outside its group.
+func (r *reaperProc) term() {
+	_, _ = fmt.Fprintln(r.leases, termLine)
 }
 
 // close ends the lease (a reaper still running kills everything at once) and waits for

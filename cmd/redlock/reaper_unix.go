@@ -175,16 +175,26 @@ func childEvents() <-chan childEvent {
 	return ch
 }
 
-// leaseUpdates reads the deadlines redlock exec sends, one decimal number a line; the
-// channel is closed when the pipe closes (redlock exec ended or died) or breaks.
+// termLine asks the reaper to send SIGTERM to the command's descendants that left its
+// process group (redlock exec signals the group itself).
+const termLine = "term"
+
+// leaseUpdates reads what redlock exec sends, one line each: a new deadline (a decimal
+// number on leaseClock), or termLine, sent on the channel as termRequest. The channel is
+// closed when the pipe closes (redlock exec ended or died) or carries anything else.
 func leaseUpdates(f *os.File) <-chan int64 {
 	ch := make(chan int64, 4)
 	go func() {
 		defer close(ch)
 		lines := bufio.NewScanner(f)
 		for lines.Scan() {
-			d, err := strconv.ParseInt(strings.TrimSpace(lines.Text()), 10, 64)
-			if err != nil {
+			line := strings.TrimSpace(lines.Text())
+			if line == termLine {
+				ch <- termRequest
+				continue
+			}
+			d, err := strconv.ParseInt(line, 10, 64)
+			if err != nil || d <= 0 {
 				return // not redlock exec talking: treat as gone
 			}
 			ch <- d
@@ -192,6 +202,9 @@ func leaseUpdates(f *os.File) <-chan int64 {
 	}()
 	return ch
 }
+
+// termRequest stands for termLine on the channel of leaseUpdates.
+const termRequest = -1
 
 // leasePoll bounds how long the reaper sleeps between looks at the lease clock: its
 // timers run on the monotonic clock, which stands still while the machine is suspended.
@@ -227,6 +240,10 @@ func (r *reaper) run(leases <-chan int64, events <-chan childEvent, terms <-chan
 				killAll()
 				continue
 			}
+			if d == termRequest {
+				r.sweepOutside(syscall.SIGTERM)
+				continue
+			}
 			r.deadline = d
 			check.Reset(r.untilCheck())
 		case <-check.C:
@@ -253,7 +270,8 @@ func (r *reaper) run(leases <-chan int64, events <-chan childEvent, terms <-chan
 			default:
 				r.say("exited %d %d", exitCodeOfStatus(ev.ws), len(descendants(os.Getpid())))
 				if r.cfg.leftovers == leftoversKill && !r.killing {
-					r.sweep(syscall.SIGTERM)
+					_ = syscall.Kill(-r.pgid, syscall.SIGTERM)
+					r.sweepOutside(syscall.SIGTERM)
 					leftKill = time.After(r.cfg.grace)
 				}
 			}
@@ -280,6 +298,17 @@ func (r *reaper) sweep(sig syscall.Signal) {
 	_ = syscall.Kill(-r.pgid, sig)
 	for _, p := range descendants(os.Getpid()) {
 		_ = syscall.Kill(p, sig)
+	}
+}
+
+// sweepOutside sends sig to the reaper's descendants that are not in the command's
+// process group: those that left it, or were never in it. Signalling the group is the
+// caller's, so that no process gets a catchable signal twice.
+func (r *reaper) sweepOutside(sig syscall.Signal) {
+	for _, p := range descendants(os.Getpid()) {
+		if g, err := syscall.Getpgid(p); err == nil && g != r.pgid {
+			_ = syscall.Kill(p, sig)
+		}
 	}
 }
 
