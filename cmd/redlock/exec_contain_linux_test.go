@@ -28,6 +28,7 @@ import (
 //	               exits at once (an orphan); ignore SIGTERM; sleep until killed
 //	pidsleep FILE  note "pid PID" in FILE, ignore SIGTERM, sleep until killed
 //	orphaner FILE  start a pidsleep and exit
+//	termnote FILE  note "pid PID" in FILE; on SIGTERM note "term PID" and exit 0
 //	stopself       print "until REDLOCK_UNTIL_MS", stop itself with SIGTTIN (as a
 //	               background read of the terminal does), print "continued" and exit 0
 func runContainChild(mode string, args []string) (int, bool) {
@@ -52,6 +53,20 @@ func runContainChild(mode string, args []string) (int, bool) {
 		if _, err := spawn("pidsleep", args[0], false); err != nil {
 			return 91, true
 		}
+		return 0, true
+	case "termnote":
+		terms := make(chan os.Signal, 1)
+		signal.Notify(terms, syscall.SIGTERM)
+		if err := notePID(args[0]); err != nil {
+			return 90, true
+		}
+		<-terms
+		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return 90, true
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "term %d\n", os.Getpid())
 		return 0, true
 	case "stopself":
 		fmt.Printf("until %s\n", os.Getenv("REDLOCK_UNTIL_MS"))
@@ -482,5 +497,27 @@ func TestExecCommandStopped(t *testing.T) {
 	}
 	if code := l.exit(t, 5*time.Second); code != 0 || !strings.Contains(l.stdout.String(), "continued") {
 		t.Errorf("exit %d, stdout %q: want the command continued and exit 0; stderr:\n%s", code, l.stdout, l.stderr)
+	}
+}
+
+// TestExecSignalsReachOutsiders: SIGTERM sent to redlock reaches the command's process
+// group and also a descendant that left it (setsid), through the reaper; otherwise that
+// one would run on, and redlock (waiting for leftovers) with it.
+func TestExecSignalsReachOutsiders(t *testing.T) {
+	_, urls := nodes(t, 3, redistest.Options{})
+	file := filepath.Join(t.TempDir(), "pids")
+	l := launch(t, newCLI(t), "termnote", "exec", "--nodes", urls, "--key", "outsiders", "--",
+		"sh", "-c", `setsid "$0" "$1" & "$0" "$1"`, os.Args[0], file)
+	pids := notedPIDs(t, file, 2)
+	if err := l.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The shell, the command, dies of the SIGTERM: 128+15.
+	if code := l.exit(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want the shell's %d; stderr:\n%s", code, 128+int(syscall.SIGTERM), l.stderr)
+	}
+	data, _ := os.ReadFile(file)
+	if n := strings.Count(string(data), "term "); n != len(pids) {
+		t.Errorf("%d of the %d processes got SIGTERM:\n%s", n, len(pids), data)
 	}
 }

@@ -365,15 +365,18 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			}
 		case s := <-sigs:
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
+			r.signal(s.(syscall.Signal))
 		case s := <-jobs:
 			if s == syscall.SIGCONT {
 				_ = syscall.Kill(-pgid, syscall.SIGCONT)
+				r.signal(syscall.SIGCONT)
 				continue
 			}
 			// Stop the work before redlock stops: while redlock is stopped nothing
 			// renews, and the reaper kills the group when the lease runs out.
 			selfStop = true
 			_ = syscall.Kill(-pgid, syscall.SIGSTOP)
+			r.signal(syscall.SIGSTOP)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		case <-renew.C:
 			if u := lock.Until(); !isLost && u.After(leaseUntil) {
@@ -390,7 +393,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			}
 			// Signal first, then log: a write to a broken stderr must not delay the kill.
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			r.term()
+			r.signal(syscall.SIGTERM)
 			r.lease(leaseClock() + int64(time.Until(at)))
 			killAt = time.After(at.Sub(now))
 			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
@@ -496,9 +499,9 @@ func (r *reaperProc) lease(d int64) {
 	_, _ = fmt.Fprintf(r.leases, "%d\n", d)
 }
 
-// term has the reaper send SIGTERM to the command's descendants outside its group.
-func (r *reaperProc) term() {
-	_, _ = fmt.Fprintln(r.leases, termLine)
+// signal has the reaper send sig to the command's descendants outside its group.
+func (r *reaperProc) signal(sig syscall.Signal) {
+	_, _ = fmt.Fprintf(r.leases, "%s%d\n", signalPrefix, int(sig))
 }
 
 // close ends the lease (a reaper still running kills everything at once) and waits for

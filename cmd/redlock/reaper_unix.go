@@ -175,13 +175,15 @@ func childEvents() <-chan childEvent {
 	return ch
 }
 
-// termLine asks the reaper to send SIGTERM to the command's descendants that left its
-// process group (redlock exec signals the group itself).
-const termLine = "term"
+// signalPrefix starts a line that asks the reaper to send a signal (its number follows)
+// to the command's descendants that are not in its process group; redlock exec signals
+// the group itself.
+const signalPrefix = "signal "
 
-// leaseUpdates reads what redlock exec sends, one line each: a new deadline (a decimal
-// number on leaseClock), or termLine, sent on the channel as termRequest. The channel is
-// closed when the pipe closes (redlock exec ended or died) or carries anything else.
+// leaseUpdates reads what redlock exec sends, one line each: a new deadline (a positive
+// decimal number on leaseClock), or signalPrefix and a signal's number, sent on the
+// channel as that number negated. The channel is closed when the pipe closes (redlock
+// exec ended or died) or carries anything else.
 func leaseUpdates(f *os.File) <-chan int64 {
 	ch := make(chan int64, 4)
 	go func() {
@@ -189,8 +191,12 @@ func leaseUpdates(f *os.File) <-chan int64 {
 		lines := bufio.NewScanner(f)
 		for lines.Scan() {
 			line := strings.TrimSpace(lines.Text())
-			if line == termLine {
-				ch <- termRequest
+			if sig, ok := strings.CutPrefix(line, signalPrefix); ok {
+				n, err := strconv.Atoi(sig)
+				if err != nil || n <= 0 || n >= 65 {
+					return
+				}
+				ch <- -int64(n)
 				continue
 			}
 			d, err := strconv.ParseInt(line, 10, 64)
@@ -202,9 +208,6 @@ func leaseUpdates(f *os.File) <-chan int64 {
 	}()
 	return ch
 }
-
-// termRequest stands for termLine on the channel of leaseUpdates.
-const termRequest = -1
 
 // leasePoll bounds how long the reaper sleeps between looks at the lease clock: its
 // timers run on the monotonic clock, which stands still while the machine is suspended.
@@ -240,8 +243,8 @@ func (r *reaper) run(leases <-chan int64, events <-chan childEvent, terms <-chan
 				killAll()
 				continue
 			}
-			if d == termRequest {
-				r.sweepOutside(syscall.SIGTERM)
+			if d < 0 {
+				r.sweepOutside(syscall.Signal(-d))
 				continue
 			}
 			r.deadline = d
