@@ -31,10 +31,9 @@ func leaseClock() int64 {
 	return ts.Nano()
 }
 
-// descendants returns the PIDs of every living descendant of pid, read from /proc. As the
-// reaper is a subreaper, this includes everything the command started, in its process
-// group or not (setsid, double forks), except processes already gone to another PID
-// namespace's init or to a nested subreaper.
+// descendants returns the PIDs of every descendant of pid (zombies included), read from
+// /proc. As the reaper is a subreaper, this is everything the command started, in its
+// process group or not (setsid, double forks, nested subreapers and PID namespaces).
 func descendants(pid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
