@@ -98,6 +98,13 @@ func reap(args []string) int {
 		fmt.Fprintf(os.Stderr, "redlock: %s is started by redlock exec only: %v\n", reaperArg, err)
 		return exitUsage
 	}
+	for _, fd := range []int{leaseFD, reportFD} {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+			fmt.Fprintf(os.Stderr, "redlock: %s is started by redlock exec only: descriptor %d is not its pipe\n", reaperArg, fd)
+			return exitUsage
+		}
+	}
 	// The pipes must not leak into the command: a daemon holding the report pipe
 	// would keep redlock exec waiting.
 	syscall.CloseOnExec(leaseFD)
