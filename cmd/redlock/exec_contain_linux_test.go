@@ -521,3 +521,29 @@ func TestExecSignalsReachOutsiders(t *testing.T) {
 		t.Errorf("%d of the %d processes got SIGTERM:\n%s", n, len(pids), data)
 	}
 }
+
+// TestExecLockLostTakesEverything: the lock lost (a majority of the nodes paused) while
+// the command runs; every process it started, also those that left its group and
+// ignore SIGTERM, is gone before the validity can have ended, and redlock exits 122.
+func TestExecLockLostTakesEverything(t *testing.T) {
+	servers, urls := nodes(t, 3, redistest.Options{})
+	file := filepath.Join(t.TempDir(), "pids")
+	const ttl = 1 * time.Second
+	l := launch(t, newCLI(t), "tree", append([]string{"exec", "--nodes", urls, "--key", "lostall", "--ttl", ttl.String()}, treeScript(file)...)...)
+	pids := notedPIDs(t, file, 5)
+
+	paused := time.Now()
+	servers[0].Pause()
+	servers[1].Pause()
+	t.Cleanup(func() { servers[0].Resume(); servers[1].Resume() })
+	validityEnd := paused.Add(ttl - driftOf(ttl, redlock.DefaultDriftFactor))
+	seen, alive := allDeadBy(pids, validityEnd)
+	if len(alive) > 0 {
+		t.Fatalf("processes %v of the command (all: %v) still ran when the validity ended; stderr:\n%s", alive, pids, l.stderr)
+	}
+	t.Logf("all %d processes gone %v after the pause, %v before the validity could end",
+		len(pids), seen.Sub(paused).Round(time.Millisecond), validityEnd.Sub(seen).Round(time.Millisecond))
+	if code := l.exit(t, 10*time.Second); code != exitLost {
+		t.Errorf("exit %d, want %d (lock lost); stderr:\n%s", code, exitLost, l.stderr)
+	}
+}
