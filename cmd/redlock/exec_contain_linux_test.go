@@ -474,7 +474,7 @@ func TestExecJobControl(t *testing.T) {
 // redlock says so on stderr; SIGCONT to redlock continues it.
 func TestExecCommandStopped(t *testing.T) {
 	servers, urls := nodes(t, 3, redistest.Options{})
-	l := launch(t, newCLI(t), "stopself", append([]string{"exec", "--nodes", urls, "--key", "ttin", "--ttl", "1s"}, helper()...)...)
+	l := launch(t, newCLI(t), "stopself", append([]string{"exec", "--nodes", urls, "--key", "ttin", "--ttl", "2s"}, helper()...)...)
 	if !l.stderr.waitFor("stopped by", 10*time.Second) {
 		t.Fatalf("redlock did not report the stopped command; stderr:\n%s\nstdout:\n%s", l.stderr, l.stdout)
 	}
@@ -528,7 +528,7 @@ func TestExecSignalsReachOutsiders(t *testing.T) {
 func TestExecLockLostTakesEverything(t *testing.T) {
 	servers, urls := nodes(t, 3, redistest.Options{})
 	file := filepath.Join(t.TempDir(), "pids")
-	const ttl = 1 * time.Second
+	const ttl = 2 * time.Second
 	l := launch(t, newCLI(t), "tree", append([]string{"exec", "--nodes", urls, "--key", "lostall", "--ttl", ttl.String()}, treeScript(file)...)...)
 	pids := notedPIDs(t, file, 5)
 
