@@ -340,7 +340,10 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				case isLost || expired:
 					return exitLost
 				case code < 0:
-					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did\n")
+					// The reaper was killed: what left the group is out of reach now,
+					// the group is not.
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group\n")
 					return exitExecFailure
 				}
 				return code
