@@ -12,3 +12,6 @@ func runExec(_ context.Context, e *env, _ []string) int {
 	fmt.Fprintln(e.errw(), "redlock exec: not supported on this platform (it needs POSIX process groups and signals)")
 	return exitExecFailure
 }
+
+// runReaperIfAsked does nothing: exec, and so its reaper, needs a Unix system.
+func runReaperIfAsked() {}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,9 +27,14 @@ gets the environment variables REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_UNTIL (the va
 deadline when it started, RFC 3339), REDLOCK_UNTIL_MS (the same in Unix milliseconds) and,
 with --fence, REDLOCK_FENCE (the fencing token to give the resource you protect).
 
-SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command's process group.
-If the lock is lost (renewal failed, or its validity is about to end), the process
-group gets SIGTERM, then SIGKILL after --grace, always before the validity ends.
+SIGINT, SIGTERM and SIGHUP sent to redlock are forwarded to the command's process group;
+SIGTSTP stops the group before redlock stops, SIGCONT continues it. If the lock is lost
+(renewal failed, or its validity is about to end), the process group gets SIGTERM, then
+SIGKILL after --grace, always before the validity ends. A reaper between redlock and the
+command kills the command and everything it started (also what left its group, on Linux)
+when redlock dies or stays stopped until the validity is about to end. The lock is
+released once nothing the command started is left (--leftovers). docs/cli.md says what
+exec cannot contain (work handed to other services, writes already sent).
 
 Exit codes: the command's own (128+N if it died of signal N); 2 usage error;
 69 too few nodes answered; 75 lock held elsewhere (after --wait, or at once with
@@ -37,17 +43,18 @@ Exit codes: the command's own (128+N if it died of signal N); 2 usage error;
 
 // execConfig is the validated command line of exec.
 type execConfig struct {
-	specs    []nodeSpec
-	opts     redlock.Options
-	key      string
-	ttl      time.Duration
-	wait     time.Duration
-	nonblock bool
-	grace    time.Duration
-	conflict int
-	verbose  bool
-	path     string   // the command's program, resolved on PATH
-	argv     []string // the command line as given
+	specs     []nodeSpec
+	opts      redlock.Options
+	key       string
+	ttl       time.Duration
+	wait      time.Duration
+	nonblock  bool
+	grace     time.Duration
+	leftovers string // leftoversWait or leftoversKill
+	conflict  int
+	verbose   bool
+	path      string   // the command's program, resolved on PATH
+	argv      []string // the command line as given
 }
 
 // runExec is the exec subcommand.
@@ -62,13 +69,14 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter per key on each node)")
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
 	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
+	leftovers := fs.String("leftovers", leftoversWait, "what happens to processes the command leaves running when it exits,\nbefore the lock is released: wait (for them to end) or kill (SIGTERM, SIGKILL after --grace)")
 	pos, done, code := fs.parse(e, args, false)
 	if done {
 		return code
 	}
 	cfg, err := execSetup(e, cf, pos, execConfig{
 		key: *key, ttl: *ttl, wait: *wait, nonblock: *nonblock, grace: *grace,
-		conflict: *conflict, verbose: *verbose,
+		conflict: *conflict, verbose: *verbose, leftovers: *leftovers,
 		opts: redlock.Options{NodeTimeout: cf.nodeTimeout, DriftFactor: cf.driftFactor, Fencing: *fence},
 	})
 	if err != nil {
@@ -110,6 +118,8 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 		return cfg, usagef("--nonblock and --wait exclude each other")
 	case cfg.grace < 0:
 		return cfg, usagef("--grace %v must not be negative", cfg.grace)
+	case cfg.leftovers != leftoversWait && cfg.leftovers != leftoversKill:
+		return cfg, usagef("--leftovers %q: want %s or %s", cfg.leftovers, leftoversWait, leftoversKill)
 	case cfg.conflict < 0 || cfg.conflict > 255:
 		return cfg, usagef("--conflict-exit-code %d outside 0..255", cfg.conflict)
 	}
@@ -158,6 +168,13 @@ func execute(ctx context.Context, e *env, cfg execConfig) int {
 		return exitExecFailure
 	}
 	defer closeWithin(closeAll, max(250*time.Millisecond, 2*cfg.opts.NodeTimeout))
+
+	// A write to a closed stderr must fail, not kill redlock with SIGPIPE before it
+	// could signal the command. (Notify, not Ignore: an ignored SIGPIPE would stay
+	// ignored in the command.)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 
 	// From here on, SIGINT, SIGTERM and SIGHUP are ours: while waiting they end the wait,
 	// while the command runs they are forwarded, and during release they are ignored,
@@ -255,66 +272,120 @@ func unavailable(err error) bool {
 		errors.As(err, &qe) && qe.Failed > qe.Nodes-qe.Needed
 }
 
-// supervise starts the command and waits for it, forwarding signals to its process
-// group, and terminates the group when the lock is lost: SIGTERM at once, SIGKILL after
-// the grace or killMargin before the validity ends, whichever comes first.
+// supervise starts the command under the reaper and waits for both, forwarding
+// signals to the command's process group and renewing the reaper's lease whenever the
+// lock's validity moves. When the lock is lost it terminates the group: SIGTERM at once,
+// SIGKILL after the grace or killMargin before the validity ends, whichever comes first
+// (the reaper kills at the same moment, including what left the group).
 func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Context, sigs <-chan os.Signal) int {
-	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
-	cmd.Args[0] = cfg.argv[0] // as a shell does: the name the user gave
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	until := lock.Until()
-	cmd.Env = append(inherited(os.Environ()),
+	env := append(inherited(os.Environ()),
 		"REDLOCK_KEY="+cfg.key,
 		"REDLOCK_TOKEN="+lock.Token(),
 		"REDLOCK_UNTIL="+until.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		"REDLOCK_UNTIL_MS="+strconv.FormatInt(until.UnixMilli(), 10),
 	)
 	if cfg.opts.Fencing {
-		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
+		env = append(env, "REDLOCK_FENCE="+strconv.FormatUint(lock.Fence(), 10))
 	}
 	if lockCtx.Err() != nil { // lost before the command could start: do not start it
 		fmt.Fprintf(e.errw(), "redlock exec: %v; the command was not started\n", context.Cause(lockCtx))
 		return exitLost
 	}
-	tty, foreground := terminalForeground(cmd.Stdin)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
-	setPdeathsig(cmd.SysProcAttr)
-	if err := cmd.Start(); err != nil {
+	// Job control sent to redlock stops the command's group first (below); SIGCONT
+	// continues it.
+	jobs := make(chan os.Signal, 4)
+	signal.Notify(jobs, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
+	defer signal.Stop(jobs)
+
+	tty, foreground := terminalForeground(e.stdin)
+	r, err := startReaper(e, env, reaperConfig{
+		foreground: foreground, leftovers: cfg.leftovers, grace: cfg.grace, lease: leaseFor(until, cfg.ttl),
+		path: cfg.path, argv: cfg.argv,
+	})
+	if err != nil {
 		fmt.Fprintf(e.errw(), "redlock exec: %v\n", err)
-		return exitCannotRun
+		return exitExecFailure
 	}
+	defer r.close()
 	if foreground {
 		defer reclaimTerminal(tty)
 	}
-	pgid := cmd.Process.Pid
-	waited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(waited)
-	}()
+	first, ok := <-r.reports
+	if !ok || first.kind != "started" {
+		if ok && first.kind == "failed" {
+			fmt.Fprintf(e.errw(), "redlock exec: %s\n", first.text)
+			return first.n
+		}
+		fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before starting the command\n")
+		return exitExecFailure
+	}
+	pgid := first.n
 
+	renew := time.NewTicker(max(cfg.ttl/40, time.Millisecond))
+	defer renew.Stop()
 	var (
-		lost     = lockCtx.Done()
-		killAt   <-chan time.Time
-		isLost   bool
-		exited   bool
-		killSent bool
+		lost       = lockCtx.Done()
+		killAt     <-chan time.Time
+		isLost     bool
+		expired    bool
+		selfStop   bool    // redlock stopped the group for job control, until it reports it continued
+		leaseUntil = until // the validity the reaper's lease was last computed from
+		code       = -1    // the command's exit code, once it exited
 	)
 	for {
 		select {
-		case <-waited:
-			waited, exited = nil, true
-			if !isLost {
-				return exitCodeOf(cmd.ProcessState)
+		case rep, ok := <-r.reports:
+			if !ok { // the reaper ended: the command and everything it left are gone
+				switch {
+				case isLost || expired:
+					return exitLost
+				case code < 0:
+					// The reaper was killed: what left the group is out of reach now,
+					// the group is not.
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group\n")
+					return exitExecFailure
+				}
+				return code
 			}
-			if killSent || !groupAlive(pgid) {
-				return exitLost
+			switch rep.kind {
+			case "exited":
+				code = rep.n
+				if rep.left > 0 && !isLost {
+					logLeftovers(e, cfg, rep.left)
+				}
+			case "continued":
+				selfStop = false
+			case "stopped":
+				if selfStop {
+					continue
+				}
+				fmt.Fprintf(e.errw(), "redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
+					syscall.Signal(rep.n), os.Getpid())
+			case "expired":
+				expired = true
+				fmt.Fprintf(e.errw(), "redlock exec: the lock's validity was about to end without a renewal; the reaper killed the command and everything it started\n")
 			}
-			// The leader is gone but others in its group still run: they get
-			// SIGKILL at killAt like the rest.
 		case s := <-sigs:
-			if !exited {
-				_ = syscall.Kill(-pgid, s.(syscall.Signal))
+			_ = syscall.Kill(-pgid, s.(syscall.Signal))
+			r.signal(s.(syscall.Signal))
+		case s := <-jobs:
+			if s == syscall.SIGCONT {
+				_ = syscall.Kill(-pgid, syscall.SIGCONT)
+				r.signal(syscall.SIGCONT)
+				continue
+			}
+			// Stop the work before redlock stops: while redlock is stopped nothing
+			// renews, and the reaper kills the group when the lease runs out.
+			selfStop = true
+			_ = syscall.Kill(-pgid, syscall.SIGSTOP)
+			r.signal(syscall.SIGSTOP)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		case <-renew.C:
+			if u := lock.Until(); !isLost && u.After(leaseUntil) {
+				r.lease(leaseFor(u, cfg.ttl))
+				leaseUntil = u
 			}
 		case <-lost:
 			lost, isLost = nil, true
@@ -324,19 +395,126 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			if latest := until.Add(-killMargin(cfg.ttl)); latest.Before(at) {
 				at = latest
 			}
-			fmt.Fprintf(e.errw(), "redlock exec: %v; sending SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
-				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
+			// Signal first, then log: a write to a broken stderr must not delay the kill.
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			r.signal(syscall.SIGTERM)
+			r.lease(leaseClock() + int64(time.Until(at)))
 			killAt = time.After(at.Sub(now))
+			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
+				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
 		case <-killAt:
-			killAt, killSent = nil, true
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group\n")
-			if exited {
-				return exitLost
-			}
+			killAt = nil
+			_ = syscall.Kill(-pgid, syscall.SIGKILL) // the reaper does the same, and more
+			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group and its descendants\n")
 		}
 	}
+}
+
+// logLeftovers says, with --verbose, what redlock waits for after the command exited.
+func logLeftovers(e *env, cfg execConfig, n int) {
+	if !cfg.verbose {
+		return
+	}
+	what := "waiting for them to end before releasing the lock"
+	if cfg.leftovers == leftoversKill {
+		what = "terminating them before releasing the lock"
+	}
+	fmt.Fprintf(e.errw(), "redlock exec: the command exited and left %d processes; %s\n", n, what)
+}
+
+// leaseFor returns the reaper's deadline for a lock valid until until: killMargin before
+// it, on the lease clock.
+func leaseFor(until time.Time, ttl time.Duration) int64 {
+	return leaseClock() + int64(time.Until(until)-killMargin(ttl))
+}
+
+// reaperProc is a running reaper, seen from redlock exec.
+type reaperProc struct {
+	cmd     *exec.Cmd
+	leases  *os.File            // the lease pipe's write end
+	reports <-chan reaperReport // closed when the reaper has ended
+}
+
+// reaperReport is one line from the reaper: "started PID", "failed CODE TEXT",
+// "stopped SIGNAL", "continued", "exited CODE LEFT" or "expired".
+type reaperReport struct {
+	kind    string
+	n, left int
+	text    string
+}
+
+// startReaper starts redlock again as the command's reaper, with the command's
+// environment and redlock's stdin, stdout and stderr.
+func startReaper(e *env, env []string, rc reaperConfig) (*reaperProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find redlock's own executable for the reaper: %w", err)
+	}
+	leaseR, leaseW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		leaseR.Close()
+		leaseW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(self, rc.args()...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	cmd.ExtraFiles = []*os.File{leaseR, reportW} // leaseFD, reportFD
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	leaseR.Close()
+	reportW.Close()
+	if err != nil {
+		leaseW.Close()
+		reportR.Close()
+		return nil, fmt.Errorf("starting the reaper: %w", err)
+	}
+	reports := make(chan reaperReport, 8)
+	go func() {
+		defer close(reports)
+		defer reportR.Close()
+		lines := bufio.NewScanner(reportR)
+		for lines.Scan() {
+			reports <- parseReport(lines.Text())
+		}
+	}()
+	return &reaperProc{cmd: cmd, leases: leaseW, reports: reports}, nil
+}
+
+func parseReport(line string) reaperReport {
+	f := strings.SplitN(line, " ", 3)
+	r := reaperReport{kind: f[0]}
+	if len(f) > 1 {
+		r.n, _ = strconv.Atoi(f[1])
+	}
+	if len(f) > 2 {
+		r.text = f[2]
+		r.left, _ = strconv.Atoi(f[2])
+	}
+	return r
+}
+
+// lease moves the reaper's deadline to d.
+func (r *reaperProc) lease(d int64) {
+	_, _ = fmt.Fprintf(r.leases, "%d\n", d)
+}
+
+// signal has the reaper send sig to the command's descendants outside its group.
+func (r *reaperProc) signal(sig syscall.Signal) {
+	_, _ = fmt.Fprintf(r.leases, "%s%d\n", signalPrefix, int(sig))
+}
+
+// close ends the lease (a reaper still running kills everything at once) and waits for
+// the reaper.
+func (r *reaperProc) close() {
+	r.leases.Close()
+	for range r.reports {
+	}
+	_ = r.cmd.Wait()
 }
 
 // inherited returns the environment without the variables exec sets, so that a command
@@ -361,11 +539,6 @@ func exitCodeOf(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-// groupAlive reports whether any process is left in process group pgid.
-func groupAlive(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == nil
 }
 
 func signum(s os.Signal) int {

@@ -73,6 +73,7 @@ func commands() []command {
 
 func main() {
 	safety.RunWorkerIfAsked() // `redlock safety` starts itself again as a lock holder
+	runReaperIfAsked()        // `redlock exec` starts itself again as its command's reaper
 	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, secrets: &redactor{}}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }

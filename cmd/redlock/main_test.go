@@ -29,6 +29,7 @@ var binary string
 const childEnv = "REDLOCK_CLI_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	runReaperIfAsked() // an in-process redlock exec starts this binary as its reaper
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(runChild(mode, os.Args[1:]))
 	}
@@ -136,6 +137,9 @@ func runChild(mode string, args []string) int {
 			}
 		}
 		code, _ := strconv.Atoi(os.Getenv("CHILD_EXIT"))
+		return code
+	}
+	if code, ok := runContainChild(mode, args); ok {
 		return code
 	}
 	return 99

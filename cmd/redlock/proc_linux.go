@@ -4,15 +4,83 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// setPdeathsig makes the kernel SIGKILL a child when redlock dies, even by SIGKILL: a
-// command must not run on without the process that renews its lock, and the demo's
-// redis-server processes must not outlive it.
+// setPdeathsig makes the kernel SIGKILL a child when its parent dies, even by SIGKILL.
+// The reaper sets it on the command, from a thread that lives as long as the reaper.
 func setPdeathsig(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
+// becomeSubreaper makes the calling process the one that inherits its orphaned
+// descendants (PR_SET_CHILD_SUBREAPER), so that a process that leaves the command's
+// group, or whose parent exits, is still the reaper's to find and kill.
+func becomeSubreaper() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
+
+// leaseClock returns the current time in nanoseconds on the clock the reaper's lease is
+// kept on: CLOCK_BOOTTIME, which is the same for every process and goes on while the
+// machine is suspended, as the nodes' TTLs do.
+func leaseClock() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0 // cannot happen on any Linux since 2.6.39
+	}
+	return ts.Nano()
+}
+
+// descendants returns the PIDs of every descendant of pid (zombies included), read from
+// /proc. As the reaper is a subreaper, this is everything the command started, in its
+// process group or not (setsid, double forks, nested subreapers and PID namespaces).
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentOf(p); ok {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// parentOf reads a process's parent PID from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
 
 // terminalForeground reports whether in is a terminal whose foreground process group is
 // ours. A command started in its own process group must then be made the foreground
