@@ -21,9 +21,9 @@ import (
 
 const execAbout = `
 Takes the lock KEY on a majority of the nodes, runs the command while holding it, and
-releases it when the command exits. The lock is renewed every ttl/3 while the command
-runs. The command inherits stdin, stdout and stderr, runs in its own process group, and
-gets the environment variables REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_UNTIL (the validity
+releases it when the command exits. The lock is renewed about every ttl/3 while the
+command runs. The command inherits stdin, stdout and stderr, runs in its own process
+group, and gets the environment variables REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_UNTIL (the validity
 deadline when it started, RFC 3339), REDLOCK_UNTIL_MS (the same in Unix milliseconds) and,
 with --fence, REDLOCK_FENCE (the fencing token to give the resource you protect).
 
@@ -62,9 +62,9 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("exec", "redlock exec --key KEY [flags] [--] command [args...]", execAbout)
 	cf := addConnFlags(fs, true)
 	key := fs.String("key", "", "the lock's `name` (required)")
-	ttl := fs.Duration("ttl", 10*time.Second, "the lock's time to live on each node; renewed every ttl/3")
+	ttl := fs.Duration("ttl", 10*time.Second, "the lock's time to live on each node; renewed about every ttl/3")
 	wait := fs.Duration("wait", 0, "give up (exit 75) if the lock is not acquired within this time;\n0 waits until it is")
-	nonblock := fs.Bool("nonblock", false, "make one attempt and give up at once (exit 75) if the lock is held")
+	nonblock := fs.Bool("nonblock", false, "never wait: give up at once (exit 75) when the lock is held elsewhere\n(a split vote with copies started at the same instant is retried, 3 attempts at most)")
 	grace := fs.Duration("grace", 0, "when the lock is lost: time from SIGTERM to SIGKILL (default ttl/20;\nat most 3·ttl/40, so SIGKILL lands at least ttl/40 before the validity ends)")
 	fence := fs.Bool("fence", false, "also obtain a fencing token, exported as REDLOCK_FENCE\n(keeps a counter per key on each node)")
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
@@ -148,8 +148,9 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 }
 
 // killMargin is how long before the validity ends SIGKILL is sent at the latest.
-// KeepAlive ends the lock's context at Until − ttl/10 at the latest; the grace fits in
-// the difference.
+// KeepAlive ends the lock's context at Until − V/10 at the latest (V = ttl − drift, the
+// validity a renewal gives); the grace fits in what is left before the margin, and
+// supervise sends SIGKILL by Until − killMargin whatever the grace.
 func killMargin(ttl time.Duration) time.Duration { return ttl / 40 }
 
 // maxGrace is the longest --grace for ttl: ttl/10 − ttl/40.
@@ -226,7 +227,9 @@ func acquireInterruptibly(ctx context.Context, e *env, cfg execConfig, c *redloc
 	go func() {
 		var r result
 		if cfg.nonblock {
-			r.lock, r.err = c.TryAcquire(actx, cfg.key, cfg.ttl)
+			// Never wait for a holder, but retry a split vote with copies that
+			// started at the same instant (cron on many machines).
+			r.lock, r.err = c.AcquireUnlessHeld(actx, cfg.key, cfg.ttl)
 		} else {
 			r.lock, r.err = c.Acquire(actx, cfg.key, cfg.ttl)
 		}

@@ -144,9 +144,12 @@ func driftOf(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + 2*time.Millisecond
 }
 
-// KeepAlive's schedule as exec relies on it (watchdog.go and exec_unix.go): a renewal
-// every ttl/renewDivisor, and the last ttl/stopDivisor of each validity kept for
-// stopping the command (SIGTERM, --grace, SIGKILL ttl/40 before the validity ends).
+// The room exec asks of each validity, in shares of the TTL: a renewal every
+// ttl/renewDivisor at the latest, and the last ttl/stopDivisor kept for stopping the
+// command (SIGTERM, --grace, SIGKILL ttl/40 before the validity ends; see maxGrace).
+// KeepAlive itself counts in the validity a renewal gives, V = ttl − drift (a renewal
+// every V/3, the work stopped at Until − V/10); as V < ttl, exec's rule is the stricter
+// one, and Options.CheckKeepAliveTTL, the library's own, is checked as well.
 const (
 	renewDivisor = 3
 	stopDivisor  = 10
@@ -168,7 +171,14 @@ func (c *connFlags) checkTTL(ttl time.Duration, keepAlive bool) error {
 	if min := 20 * c.nodeTimeout; ttl < min {
 		return usagef("--ttl %v is too small to renew safely: use at least 20 × --node-timeout (%v)", ttl, min)
 	}
-	return c.checkRenewal(ttl)
+	if err := c.checkRenewal(ttl); err != nil {
+		return err
+	}
+	opts := redlock.Options{NodeTimeout: c.nodeTimeout, DriftFactor: c.driftFactor}
+	if err := opts.CheckKeepAliveTTL(ttl); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
 }
 
 // checkRenewal rejects a TTL and drift factor whose validity is too short for even one
