@@ -124,8 +124,13 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	failures := 0
 	var last *QuorumError // the latest failed renewal since the last success
 	prev := c.opts.Clock.Now()
-	_, ttl := l.deadline()
-	next := prev.Add(bestValidity(ttl, c.opts.DriftFactor) / renewDivisor)
+	// The first renewal comes a third of the validity after KeepAlive was called, or,
+	// for a lock already part way through a validity that its TTL gives, a third into
+	// that validity, as every later renewal does: a lock kept alive some time after its
+	// Acquire would otherwise reach its last renewal start unrenewed.
+	until, ttl := l.deadline()
+	v := bestValidity(ttl, c.opts.DriftFactor)
+	next := earlier(prev.Add(v/renewDivisor), until.Add(-v+v/renewDivisor))
 	closed := func() error { return fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed) }
 	for {
 		select {
