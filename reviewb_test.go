@@ -71,3 +71,76 @@ func TestReviewBRunErrorKeepsTheLossText(t *testing.T) {
 		t.Fatalf("Do's text %q: want fn's text and the loss cause %q", err, run.Lost)
 	}
 }
+
+// TestReviewBSkipIfHeldAfterASplitVote: two other copies of a job started together with
+// this one and split the nodes between them: node 2 has copy B's token, node 3 copy C's,
+// so no token holds a majority and nobody holds the lock. Their attempts have failed and
+// their clean-ups land a moment later. This copy's SET won node 1, whose reply comes
+// last (a slow node, or simply the order the replies came in), so its attempt saw two
+// refusals and no yes. SkipIfHeld took that for "held elsewhere" and gave up at once,
+// returning ErrNotAcquired: the README's job then logs "another copy is writing the
+// report" and exits; when B and C see the same (each one's own yes last), no copy runs.
+// Refusals from a split vote vanish within a round trip, a holder's stay: the verdict
+// "held" must survive a second look before SkipIfHeld gives up.
+func TestReviewBSkipIfHeldAfterASplitVote(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	rdbs := redistest.Clients(servers)
+	gate, others := newReplyGate(), newReplyGate()
+	rdbs[0].AddHook(gate)
+	rdbs[1].AddHook(others)
+	rdbs[2].AddHook(others)
+	client, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	t.Cleanup(func() { // first, so that Close does not wait for a held reply
+		gate.release()
+		others.release()
+	})
+	c := &cluster{t: t, servers: servers, client: client}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	c.loadScripts()
+	ctx := t.Context()
+	const key = "split-job"
+	c.admin[1].Set(ctx, key, "copy-b", time.Second)
+	c.admin[2].Set(ctx, key, "copy-c", time.Second)
+
+	gate.armed.Store(true)
+	others.armed.Store(true)
+	ran := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- client.Do(context.Background(), key, 10*time.Second, func(context.Context) error {
+			ran <- struct{}{}
+			return nil
+		}, redlock.SkipIfHeld())
+	}()
+	waitHeld(t, gate) // node 1 set our key; its yes is held
+	waitHeld(t, others)
+	waitHeld(t, others) // nodes 2 and 3 refused: copies B and C hold them
+	gate.armed.Store(false)
+	others.armed.Store(false)
+	// B's and C's clean-ups land; then the two refusals reach this copy.
+	c.admin[1].Del(ctx, key)
+	c.admin[2].Del(ctx, key)
+	others.release()
+
+	var doErr error
+	select {
+	case doErr = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do did not return within 10 s")
+	}
+	select {
+	case <-ran:
+	default:
+		t.Fatalf("no token held a majority, yet SkipIfHeld did not run fn: %v (held elsewhere: %v)",
+			doErr, errors.Is(doErr, redlock.ErrNotAcquired))
+	}
+	if doErr != nil {
+		t.Fatalf("Do: %v", doErr)
+	}
+}
