@@ -242,9 +242,11 @@ const skipAttempts = 3
 // one copy should use SkipIfHeld, which retries those cases.
 func TryOnce() DoOption { return func(o *doOptions) { o.mode = doTryOnce } }
 
-// SkipIfHeld makes Do give up, without running fn, as soon as an attempt finds the key
-// held elsewhere (no node said yes and the refusals rule out a majority): it never
-// waits for another holder. An attempt that failed otherwise (a split vote with other
+// SkipIfHeld makes Do give up, without running fn, as soon as two attempts in a row
+// find the key held elsewhere (no node said yes and the refusals rule out a majority;
+// the second look, a few round trips later, tells a holder from the partial keys of
+// copies whose votes split, which are undone by then): it never waits for another
+// holder. An attempt that failed otherwise (a split vote with other
 // copies starting at the same instant, nodes that failed or answered late) is retried
 // after a short random pause of one to three round trips, up to 3 attempts in all, so a
 // split vote does not leave every copy without the lock. This is the form for a job that
@@ -269,22 +271,32 @@ func WaitAtMost(d time.Duration) DoOption {
 }
 
 // AcquireUnlessHeld takes the lock on key for ttl unless it is held elsewhere: it never
-// waits for another holder, and is what Do does with SkipIfHeld. It returns at once,
-// with TryAcquire's error (matching ErrNotAcquired), when an attempt finds the key held
-// elsewhere: no node said yes and the refusals rule out a majority. An attempt that
+// waits for another holder, and is what Do does with SkipIfHeld. It returns, with
+// TryAcquire's error (matching ErrNotAcquired), when two attempts in a row find the key
+// held elsewhere: no node said yes and the refusals rule out a majority (one such
+// attempt may have met the partial keys of callers whose votes split). An attempt that
 // failed otherwise (a split vote with other callers that started at the same instant,
 // nodes that failed or answered late, such as a first call over a cold connection) is
 // retried after a random pause of one to three round trips, up to 3 attempts in all;
 // then it returns the last attempt's error. It also stops when ctx ends, on a reply no
 // retry can fix, and once Close was called.
 func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	seenHeld := false // the previous attempt found the key held
 	for attempt := 1; ; attempt++ {
 		lock, err := c.TryAcquire(ctx, key, ttl)
 		var qe *QuorumError
-		if err == nil || attempt == skipAttempts || !errors.As(err, &qe) || qe.ctxErr != nil || qe.hopeless() ||
-			(qe.kind == ErrNotAcquired && qe.Agreed == 0) {
+		if err == nil || attempt == skipAttempts || !errors.As(err, &qe) || qe.ctxErr != nil || qe.hopeless() {
 			return lock, err
 		}
+		// Refusals alone do not prove a holder: the partial keys of copies whose votes
+		// split look the same, and our own yes may simply have come last. Those keys
+		// are undone within a round trip, a holder's stay: give up only when the next
+		// attempt finds the key held too.
+		held := qe.kind == ErrNotAcquired && qe.Agreed == 0
+		if held && seenHeld {
+			return lock, err
+		}
+		seenHeld = held
 		// A split vote: the other copies undo their partial keys at once, and one of
 		// the next attempts, spread out at random, finds the nodes free.
 		rtt := qe.quorum
