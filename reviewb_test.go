@@ -3,6 +3,9 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +146,81 @@ func TestReviewBSkipIfHeldAfterASplitVote(t *testing.T) {
 	if doErr != nil {
 		t.Fatalf("Do: %v", doErr)
 	}
+}
+
+// nestedJobHarness is a program around the README's quick start whose writeReport
+// writes its line and then takes a second, finer lock with Do and SkipIfHeld (as a job
+// that uploads its report under a lock of the upload's own): that one is held elsewhere,
+// so writeReport fails with the nested Do's error.
+const nestedJobHarness = `package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+var _, _, _ = errors.Is, fmt.Sprint, time.Second
+
+func main() {
+%s
+}
+
+func writeReport(ctx context.Context) error {
+	f, err := os.OpenFile(os.Getenv("REPORT_FILE"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(f, "report by %%d\n", os.Getpid())
+	if err := f.Close(); err != nil {
+		return err
+	}
+	upload, err := redlock.NewFromURLs(strings.Split(os.Getenv("NODE_URLS"), ","), redlock.Options{})
+	if err != nil {
+		return err
+	}
+	defer upload.Close()
+	if err := upload.Do(ctx, "report-upload", time.Second, func(context.Context) error { return nil }, redlock.SkipIfHeld()); err != nil {
+		return fmt.Errorf("uploading the report: %%w", err)
+	}
+	return nil
+}
+`
+
+// TestReviewBReadmeJobFailureIsNotQuiet: the README's job ran writeReport, and
+// writeReport failed because a lock of its own (a nested Do with SkipIfHeld) was held
+// elsewhere. Its error then matches ErrNotRun and ErrNotAcquired through the RunError,
+// and the README's switch, which tested those first, logged "another copy is writing
+// the report" and exited 0: a failed run that looks like a skipped one. It must exit
+// with the failure.
+func TestReviewBReadmeJobFailureIsNotQuiet(t *testing.T) {
+	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
+	var urls []string
+	for _, a := range redistest.Addrs(c.servers) {
+		urls = append(urls, "redis://"+a)
+	}
+	held, err := acquireRetrying(t, c.client, "report-upload", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	bin := buildJob(t, nestedJobHarness, readmeQuickStart(t), urls)
+	reports := filepath.Join(t.TempDir(), "reports")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "REPORT_FILE="+reports, "NODE_URLS="+strings.Join(urls, ","))
+	out, err := cmd.CombinedOutput()
+	data, rerr := os.ReadFile(reports)
+	if rerr != nil || !strings.Contains(string(data), "report by") {
+		t.Fatalf("writeReport did not run (%v): %s", rerr, out)
+	}
+	if err == nil || strings.Contains(string(out), "another copy is writing the report") {
+		t.Fatalf("writeReport ran and failed, yet the job exited with %v saying:\n%s", err, out)
+	}
+	t.Logf("job: %v: %s", err, out)
 }
