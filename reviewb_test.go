@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,4 +224,26 @@ func TestReviewBReadmeJobFailureIsNotQuiet(t *testing.T) {
 		t.Fatalf("writeReport ran and failed, yet the job exited with %v saying:\n%s", err, out)
 	}
 	t.Logf("job: %v: %s", err, out)
+}
+
+// TestReviewBCheckKeepAliveTTLEdges: the options' edges that CheckKeepAliveTTL and New
+// let through. A NodeTimeout so large that 20 × NodeTimeout overflows made every TTL
+// pass (the floor wrapped to a negative number); a DriftFactor of NaN passed the range
+// check (NaN compares false with everything), so New accepted a Client whose every
+// validity is garbage, and CheckKeepAliveTTL blamed the TTL with a negative validity.
+func TestReviewBCheckKeepAliveTTLEdges(t *testing.T) {
+	for _, nt := range []time.Duration{math.MaxInt64, math.MaxInt64 / 15, math.MaxInt64 / 20} {
+		if err := (redlock.Options{NodeTimeout: nt}).CheckKeepAliveTTL(time.Second); !errors.Is(err, redlock.ErrTTLTooShort) {
+			t.Errorf("CheckKeepAliveTTL(1s) with NodeTimeout %v: %v, want ErrTTLTooShort", nt, err)
+		}
+	}
+	nan := redlock.Options{DriftFactor: math.NaN()}
+	if err := nan.CheckKeepAliveTTL(time.Second); err == nil || errors.Is(err, redlock.ErrTTLTooShort) || !strings.Contains(err.Error(), "DriftFactor") {
+		t.Errorf("CheckKeepAliveTTL with DriftFactor NaN: %v, want an error about DriftFactor", err)
+	}
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	if client, err := redlock.New(redistest.Clients(servers), nan); err == nil {
+		client.Close()
+		t.Errorf("New accepted DriftFactor NaN")
+	}
 }
