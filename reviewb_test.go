@@ -247,3 +247,40 @@ func TestReviewBCheckKeepAliveTTLEdges(t *testing.T) {
 		t.Errorf("New accepted DriftFactor NaN")
 	}
 }
+
+// TestReviewBKeepAliveNearTheDriftLimit: with DriftFactor 0.95 a TTL of 10.1 s gives a
+// renewal 503 ms of validity, just above the 10 × NodeTimeout that CheckKeepAliveTTL
+// asks for. With two of three nodes paused, KeepAlive must end the work's context
+// before the validity ends (a guard: this passed on main too).
+func TestReviewBKeepAliveNearTheDriftLimit(t *testing.T) {
+	opts := redlock.Options{DriftFactor: 0.95}
+	const ttl = 10100 * time.Millisecond
+	if err := opts.CheckKeepAliveTTL(ttl); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	lock, err := acquireRetrying(t, c.client, "near-limit", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work, stop := lock.KeepAlive(t.Context())
+	defer stop()
+	select { // renewals keep it for a few validities first
+	case <-work.Done():
+		t.Fatalf("work context ended with healthy nodes: %v", context.Cause(work))
+	case <-time.After(1200 * time.Millisecond):
+	}
+	c.servers[1].Pause()
+	c.servers[2].Pause()
+	defer c.servers[1].Resume()
+	defer c.servers[2].Resume()
+	paused := time.Now()
+	<-work.Done()
+	ended := time.Now()
+	until := lock.Until()
+	t.Logf("work context ended %v after the pause, %v before the validity end: %v",
+		ended.Sub(paused).Round(time.Millisecond), until.Sub(ended).Round(time.Millisecond), context.Cause(work))
+	if !errors.Is(context.Cause(work), redlock.ErrLockLost) || !ended.Before(until) {
+		t.Fatalf("work context ended at %v, validity end %v, cause %v", ended, until, context.Cause(work))
+	}
+}
