@@ -284,3 +284,23 @@ func TestReviewBKeepAliveNearTheDriftLimit(t *testing.T) {
 		t.Fatalf("work context ended at %v, validity end %v, cause %v", ended, until, context.Cause(work))
 	}
 }
+
+// TestReviewBDoNilFunc: Do with a nil fn is bad input: it must return an error (fn did
+// not run) before acquiring anything. It acquired the lock and then panicked calling
+// nil (the deferred Release removed the key, but the caller's program crashed).
+func TestReviewBDoNilFunc(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	var err error
+	panicked := func() (p any) {
+		defer func() { p = recover() }()
+		err = c.client.Do(t.Context(), "nil-fn", time.Second, nil)
+		return nil
+	}()
+	if panicked != nil {
+		t.Fatalf("Do with a nil fn panicked: %v", panicked)
+	}
+	if !errors.Is(err, redlock.ErrNotRun) {
+		t.Fatalf("Do with a nil fn: %v, want an error matching ErrNotRun", err)
+	}
+	c.wantValues("nil-fn", "", "", "")
+}
