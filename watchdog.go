@@ -338,6 +338,9 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err := c.check(key, ttl); err != nil {
 		return &notRunError{err}
 	}
+	if fn == nil {
+		return &notRunError{fmt.Errorf("redlock: do %q: nil function", key)}
+	}
 	if err := c.opts.checkKeepAlive(ttl); err != nil {
 		return &notRunError{fmt.Errorf("redlock: do %q: %w", key, err)}
 	}
