@@ -83,6 +83,13 @@ func readmeQuickStart(t *testing.T) string {
 // the source tree. It returns the program's path.
 func buildReadmeJob(t *testing.T, code string, urls []string) string {
 	t.Helper()
+	return buildJob(t, readmeJobHarness, code, urls)
+}
+
+// buildJob is buildReadmeJob with another program around the code: harness, a format
+// with one %s for the body of main.
+func buildJob(t *testing.T, harness, code string, urls []string) string {
+	t.Helper()
 	for i, u := range urls {
 		old := fmt.Sprintf("redis://127.0.0.1:%d", 7001+i)
 		if !strings.Contains(code, old) {
@@ -92,7 +99,7 @@ func buildReadmeJob(t *testing.T, code string, urls []string) string {
 	}
 	tmp := t.TempDir()
 	src := filepath.Join(tmp, "main.go")
-	if err := os.WriteFile(src, fmt.Appendf(nil, readmeJobHarness, code), 0o644); err != nil {
+	if err := os.WriteFile(src, fmt.Appendf(nil, harness, code), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wd, err := os.Getwd()

@@ -220,8 +220,9 @@ func (e *notRunError) Unwrap() []error { return []error{ErrNotRun, e.cause} }
 // nodes that failed), errors.Is(err, ErrUnavailable) when only the Release failed that
 // way (the lock's keys then expire after the TTL).
 //
-// Its text never says the same thing twice: fn's error alone when it already contains
-// the lock's (fn returned context.Cause(ctx), or wrapped it), else the non-nil parts
+// Its text never says the same thing twice: fn's error alone when its text already
+// contains the lock's (fn returned context.Cause(ctx), or wrapped it with %w or %v),
+// else the non-nil parts
 // joined by "; " in the order Err, Lost, Release.
 type RunError struct {
 	// Key is the lock's key.
@@ -249,7 +250,9 @@ func (e *RunError) Error() string {
 		return lockErr.Error()
 	}
 	fnText, lockText := e.Err.Error(), lockErr.Error()
-	if errors.Is(e.Err, lockErr) || strings.Contains(fnText, lockText) {
+	// By text only: fn's error may wrap the lock's (errors.Is finds it) without
+	// printing it, and the lock's text must then still be said.
+	if strings.Contains(fnText, lockText) {
 		return fnText
 	}
 	return fnText + "; " + lockText

@@ -29,11 +29,14 @@ func Example() {
 	// Never wait for another copy (SkipIfHeld): a copy that finds the lock held has
 	// nothing to do. The lock lives 30 s and is renewed while writeReport runs.
 	err = client.Do(context.Background(), "nightly-report", 30*time.Second, writeReport, redlock.SkipIfHeld())
+	var ran *redlock.RunError // first: writeReport's own error may match anything
 	switch {
-	case errors.Is(err, redlock.ErrNotRun) && errors.Is(err, redlock.ErrNotAcquired):
+	case errors.As(err, &ran):
+		log.Fatal(err) // writeReport failed, or the lock was lost while it ran
+	case errors.Is(err, redlock.ErrNotAcquired):
 		log.Print("another copy is writing the report") // not an error: exit quietly
 	case err != nil:
-		log.Fatal(err) // nodes down (not run), writeReport failed, or the lock was lost
+		log.Fatal(err) // not run: nodes down or too slow
 	}
 }
 

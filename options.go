@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -66,7 +67,7 @@ type Options struct {
 // withDefaults validates o and returns it with defaults filled in.
 func (o Options) withDefaults() (Options, error) {
 	switch {
-	case o.DriftFactor < 0 || o.DriftFactor >= 1:
+	case !(o.DriftFactor >= 0 && o.DriftFactor < 1): // also NaN
 		return o, fmt.Errorf("redlock: DriftFactor %v outside [0, 1)", o.DriftFactor)
 	case o.NodeTimeout < 0:
 		return o, fmt.Errorf("redlock: negative NodeTimeout %v", o.NodeTimeout)
@@ -135,15 +136,23 @@ func (o *Options) checkKeepAlive(ttl time.Duration) error {
 	if err := o.checkTTL(ttl); err != nil {
 		return err
 	}
-	if floor := minTTLTimeouts * o.NodeTimeout; ttl < floor {
+	if floor := timeouts(minTTLTimeouts, o.NodeTimeout); ttl < floor {
 		return fmt.Errorf("%w: %v is below %d × NodeTimeout (%v) = %v",
 			ErrTTLTooShort, ttl, minTTLTimeouts, o.NodeTimeout, floor)
 	}
-	if v, floor := bestValidity(ttl, o.DriftFactor), minValidityTimeouts*o.NodeTimeout; v < floor {
+	if v, floor := bestValidity(ttl, o.DriftFactor), timeouts(minValidityTimeouts, o.NodeTimeout); v < floor {
 		return fmt.Errorf("%w: %v with DriftFactor %v gives a renewal at most %v of validity, below %d × NodeTimeout (%v) = %v",
 			ErrTTLTooShort, ttl, o.DriftFactor, v, minValidityTimeouts, o.NodeTimeout, floor)
 	}
 	return nil
+}
+
+// timeouts returns n × d, or the largest Duration where that would overflow.
+func timeouts(n int64, d time.Duration) time.Duration {
+	if d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * d
 }
 
 // errEmptyKey is returned for an empty lock key.

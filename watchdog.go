@@ -124,8 +124,13 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	failures := 0
 	var last *QuorumError // the latest failed renewal since the last success
 	prev := c.opts.Clock.Now()
-	_, ttl := l.deadline()
-	next := prev.Add(bestValidity(ttl, c.opts.DriftFactor) / renewDivisor)
+	// The first renewal comes a third of the validity after KeepAlive was called, or,
+	// for a lock already part way through a validity that its TTL gives, a third into
+	// that validity, as every later renewal does: a lock kept alive some time after its
+	// Acquire would otherwise reach its last renewal start unrenewed.
+	until, ttl := l.deadline()
+	v := bestValidity(ttl, c.opts.DriftFactor)
+	next := earlier(prev.Add(v/renewDivisor), until.Add(-v+v/renewDivisor))
 	closed := func() error { return fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed) }
 	for {
 		select {
@@ -237,9 +242,11 @@ const skipAttempts = 3
 // one copy should use SkipIfHeld, which retries those cases.
 func TryOnce() DoOption { return func(o *doOptions) { o.mode = doTryOnce } }
 
-// SkipIfHeld makes Do give up, without running fn, as soon as an attempt finds the key
-// held elsewhere (no node said yes and the refusals rule out a majority): it never
-// waits for another holder. An attempt that failed otherwise (a split vote with other
+// SkipIfHeld makes Do give up, without running fn, as soon as two attempts in a row
+// find the key held elsewhere (no node said yes and the refusals rule out a majority;
+// the second look, a few round trips later, tells a holder from the partial keys of
+// copies whose votes split, which are undone by then): it never waits for another
+// holder. An attempt that failed otherwise (a split vote with other
 // copies starting at the same instant, nodes that failed or answered late) is retried
 // after a short random pause of one to three round trips, up to 3 attempts in all, so a
 // split vote does not leave every copy without the lock. This is the form for a job that
@@ -264,22 +271,32 @@ func WaitAtMost(d time.Duration) DoOption {
 }
 
 // AcquireUnlessHeld takes the lock on key for ttl unless it is held elsewhere: it never
-// waits for another holder, and is what Do does with SkipIfHeld. It returns at once,
-// with TryAcquire's error (matching ErrNotAcquired), when an attempt finds the key held
-// elsewhere: no node said yes and the refusals rule out a majority. An attempt that
+// waits for another holder, and is what Do does with SkipIfHeld. It returns, with
+// TryAcquire's error (matching ErrNotAcquired), when two attempts in a row find the key
+// held elsewhere: no node said yes and the refusals rule out a majority (one such
+// attempt may have met the partial keys of callers whose votes split). An attempt that
 // failed otherwise (a split vote with other callers that started at the same instant,
 // nodes that failed or answered late, such as a first call over a cold connection) is
 // retried after a random pause of one to three round trips, up to 3 attempts in all;
 // then it returns the last attempt's error. It also stops when ctx ends, on a reply no
 // retry can fix, and once Close was called.
 func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	seenHeld := false // the previous attempt found the key held
 	for attempt := 1; ; attempt++ {
 		lock, err := c.TryAcquire(ctx, key, ttl)
 		var qe *QuorumError
-		if err == nil || attempt == skipAttempts || !errors.As(err, &qe) || qe.ctxErr != nil || qe.hopeless() ||
-			(qe.kind == ErrNotAcquired && qe.Agreed == 0) {
+		if err == nil || attempt == skipAttempts || !errors.As(err, &qe) || qe.ctxErr != nil || qe.hopeless() {
 			return lock, err
 		}
+		// Refusals alone do not prove a holder: the partial keys of copies whose votes
+		// split look the same, and our own yes may simply have come last. Those keys
+		// are undone within a round trip, a holder's stay: give up only when the next
+		// attempt finds the key held too.
+		held := qe.kind == ErrNotAcquired && qe.Agreed == 0
+		if held && seenHeld {
+			return lock, err
+		}
+		seenHeld = held
 		// A split vote: the other copies undo their partial keys at once, and one of
 		// the next attempts, spread out at random, finds the nodes free.
 		rtt := qe.quorum
@@ -320,6 +337,9 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	if err := c.check(key, ttl); err != nil {
 		return &notRunError{err}
+	}
+	if fn == nil {
+		return &notRunError{fmt.Errorf("redlock: do %q: nil function", key)}
 	}
 	if err := c.opts.checkKeepAlive(ttl); err != nil {
 		return &notRunError{fmt.Errorf("redlock: do %q: %w", key, err)}
