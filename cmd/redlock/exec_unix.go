@@ -301,6 +301,11 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	signal.Notify(jobs, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 	defer signal.Stop(jobs)
 
+	// redlock is a subreaper too: if the reaper is killed, what it kept (a setsid
+	// process, an orphan) comes to redlock, which kills it before the release. Its
+	// children before the reaper (none in the CLI) are not the command's.
+	keep := childrenOf(os.Getpid())
+	_ = becomeSubreaper()
 	tty, foreground := terminalForeground(e.stdin)
 	r, err := startReaper(e, env, reaperConfig{
 		foreground: foreground, leftovers: cfg.leftovers, grace: cfg.grace, lease: leaseFor(until, cfg.ttl),
@@ -344,10 +349,12 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				case isLost || expired:
 					return exitLost
 				case code < 0:
-					// The reaper was killed: what left the group is out of reach now,
-					// the group is not.
+					// The reaper was killed: the group is SIGKILLed, and what the
+					// reaper kept came to redlock once the reaper was waited for.
 					_ = syscall.Kill(-pgid, syscall.SIGKILL)
-					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group\n")
+					r.close()
+					killOrphans(keep)
+					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group and everything it started\n")
 					return exitExecFailure
 				}
 				return code
@@ -410,6 +417,35 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // the reaper does the same, and more
 			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group and its descendants\n")
 		}
+	}
+}
+
+// killOrphans SIGKILLs, every resweepEvery until none is left, the processes that
+// came to redlock (a subreaper) when its reaper died, with their descendants, and waits
+// for them. Children of redlock in keep, and theirs, are left alone.
+func killOrphans(keep map[int]bool) {
+	self := os.Getpid()
+	for {
+		var left []int
+		for p := range childrenOf(self) {
+			if !keep[p] {
+				left = append(left, p)
+				left = append(left, descendants(p)...)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		for p := range childrenOf(self) {
+			if !keep[p] {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(p, &ws, syscall.WNOHANG, nil)
+			}
+		}
+		time.Sleep(resweepEvery)
 	}
 }
 

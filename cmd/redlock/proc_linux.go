@@ -62,6 +62,17 @@ func descendants(pid int) []int {
 	return out
 }
 
+// childrenOf returns the PIDs of pid's children (zombies included), read from /proc.
+func childrenOf(pid int) map[int]bool {
+	out := map[int]bool{}
+	for _, p := range descendants(pid) {
+		if ppid, ok := parentOf(p); ok && ppid == pid {
+			out[p] = true
+		}
+	}
+	return out
+}
+
 // parentOf reads a process's parent PID from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -28,6 +28,9 @@ func leaseClock() int64 {
 // descendants finds nothing outside Linux; only the command's process group is killed.
 func descendants(int) []int { return nil }
 
+// childrenOf finds nothing outside Linux.
+func childrenOf(int) map[int]bool { return nil }
+
 // terminalForeground reports false: outside Linux the command is not given the terminal
 // (a command in its own process group that reads from the terminal is stopped there).
 func terminalForeground(io.Reader) (int, bool) { return 0, false }
