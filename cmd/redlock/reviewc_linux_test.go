@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -55,5 +56,38 @@ func TestReviewCReaperKilledLeavesNoWork(t *testing.T) {
 	}
 	if len(alive) > 0 {
 		t.Errorf("processes %v of the command still run after redlock exited %d; stderr:\n%s", alive, code, l.stderr)
+	}
+}
+
+// TestReviewCReaperStoppedLockLost: the reaper SIGSTOPped (an operator debugging, a
+// stray kill -STOP), then the lock lost (a majority of the nodes paused). redlock
+// terminates the command's group, but what left the group only the reaper can reach:
+// everything must still be gone before the validity can have ended, and redlock must
+// end with 122 rather than wait for ever for a stopped reaper.
+func TestReviewCReaperStoppedLockLost(t *testing.T) {
+	servers, urls := nodes(t, 3, redistest.Options{})
+	file := filepath.Join(t.TempDir(), "pids")
+	const ttl = 2 * time.Second
+	l := launch(t, newCLI(t), "tree", append([]string{"exec", "--nodes", urls, "--key", "reaperstoppedlost", "--ttl", ttl.String()}, treeScript(file)...)...)
+	pids := notedPIDs(t, file, 5)
+	reaper := reaperOf(t, l.cmd.Process.Pid)
+	t.Cleanup(func() { _ = syscall.Kill(reaper, syscall.SIGKILL); _ = syscall.Kill(reaper, syscall.SIGCONT) })
+	if err := syscall.Kill(reaper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !waitState([]int{reaper}, "T", 5*time.Second) {
+		t.Fatalf("the reaper %d did not stop", reaper)
+	}
+	paused := time.Now()
+	servers[0].Pause()
+	servers[1].Pause()
+	t.Cleanup(func() { servers[0].Resume(); servers[1].Resume() })
+	validityEnd := paused.Add(ttl - driftOf(ttl, redlock.DefaultDriftFactor))
+	if _, alive := allDeadBy(pids, validityEnd); len(alive) > 0 {
+		t.Fatalf("processes %v of the command (all: %v) still ran when the validity ended, the reaper stopped; stderr:\n%s",
+			alive, pids, l.stderr)
+	}
+	if code := l.exit(t, 10*time.Second); code != exitLost {
+		t.Errorf("exit %d, want %d (lock lost); stderr:\n%s", code, exitLost, l.stderr)
 	}
 }
