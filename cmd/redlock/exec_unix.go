@@ -409,12 +409,18 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			r.signal(syscall.SIGTERM)
 			r.lease(leaseClock() + int64(time.Until(at)))
+			r.wake()
 			killAt = time.After(at.Sub(now))
 			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
 				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
 		case <-killAt:
 			killAt = nil
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // the reaper does the same, and more
+			// A stopped reaper does nothing: redlock kills what it would, once.
+			r.wake()
+			for _, p := range descendants(r.cmd.Process.Pid) {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
 			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group and its descendants\n")
 		}
 	}
@@ -541,6 +547,10 @@ func parseReport(line string) reaperReport {
 func (r *reaperProc) lease(d int64) {
 	_, _ = fmt.Fprintf(r.leases, "%d\n", d)
 }
+
+// wake continues a reaper that was stopped (SIGSTOP from outside), which would neither
+// kill at its lease nor end.
+func (r *reaperProc) wake() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
 
 // signal has the reaper send sig to the command's descendants outside its group.
 func (r *reaperProc) signal(sig syscall.Signal) {
