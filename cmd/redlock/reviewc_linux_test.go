@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,5 +90,58 @@ func TestReviewCReaperStoppedLockLost(t *testing.T) {
 	}
 	if code := l.exit(t, 10*time.Second); code != exitLost {
 		t.Errorf("exit %d, want %d (lock lost); stderr:\n%s", code, exitLost, l.stderr)
+	}
+}
+
+// TestReviewCBlockedStderr: redlock's stderr is a pipe that its reader does not drain
+// (a parent that reads stdout only), and the command fills it, then is stopped by job
+// control (SIGTTIN). A stopped command keeps the lock (docs/cli.md); but redlock's
+// message about the stop blocked its loop, the reaper's lease was no longer renewed,
+// and the reaper killed the command while the lock was valid and still renewed.
+func TestReviewCBlockedStderr(t *testing.T) {
+	_, urls := nodes(t, 3, redistest.Options{})
+	const ttl = time.Second
+	c := newCLI(t)
+	cmd := c.command("", "exec", "--nodes", urls, "--key", "blockederr", "--ttl", ttl.String(), "--",
+		"sh", "-c", `head -c 65536 /dev/zero >&2; kill -TTIN $$; echo continued`)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd.Stderr = w
+	out := &syncBuffer{}
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		go func() { _, _ = io.Copy(io.Discard, r) }()
+		<-done
+	})
+	// Long past the first validity: a stopped command still runs (state T).
+	time.Sleep(3 * ttl)
+	var shell []int
+	for _, p := range descendants(cmd.Process.Pid) {
+		if cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); strings.HasPrefix(string(cmdline), "sh\x00") {
+			shell = append(shell, p)
+		}
+	}
+	if len(shell) == 0 || processState(shell[0]) != "T" {
+		t.Errorf("the stopped command is gone %v after it stopped, while the lock was renewed (stderr blocked)", 3*ttl)
+	}
+	go func() { _, _ = io.Copy(io.Discard, r) }()
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("redlock did not end after SIGCONT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(out.String(), "continued") {
+		t.Errorf("exit %d, stdout %q: want the command continued and exit 0", code, out)
 	}
 }
