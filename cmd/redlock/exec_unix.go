@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -329,6 +330,10 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 		return exitExecFailure
 	}
 	pgid := first.n
+	// From here on, messages go through a goroutine: a stderr nobody drains must not
+	// stall this loop, which renews the reaper's lease and sends the kills.
+	logs := newLineLog(e.errw())
+	defer logs.close(time.Second)
 
 	renew := time.NewTicker(max(cfg.ttl/40, time.Millisecond))
 	defer renew.Stop()
@@ -354,7 +359,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 					_ = syscall.Kill(-pgid, syscall.SIGKILL)
 					r.close()
 					killOrphans(keep)
-					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group and everything it started\n")
+					logs.printf("redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group and everything it started\n")
 					return exitExecFailure
 				}
 				return code
@@ -363,7 +368,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			case "exited":
 				code = rep.n
 				if rep.left > 0 && !isLost {
-					logLeftovers(e, cfg, rep.left)
+					logLeftovers(logs, cfg, rep.left)
 				}
 			case "continued":
 				selfStop = false
@@ -371,11 +376,11 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				if selfStop {
 					continue
 				}
-				fmt.Fprintf(e.errw(), "redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
+				logs.printf("redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
 					syscall.Signal(rep.n), os.Getpid())
 			case "expired":
 				expired = true
-				fmt.Fprintf(e.errw(), "redlock exec: the lock's validity was about to end without a renewal; the reaper killed the command and everything it started\n")
+				logs.printf("redlock exec: the lock's validity was about to end without a renewal; the reaper killed the command and everything it started\n")
 			}
 		case s := <-sigs:
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
@@ -411,7 +416,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			r.lease(leaseClock() + int64(time.Until(at)))
 			r.wake()
 			killAt = time.After(at.Sub(now))
-			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
+			logs.printf("redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
 				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
 		case <-killAt:
 			killAt = nil
@@ -421,7 +426,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			for _, p := range descendants(r.cmd.Process.Pid) {
 				_ = syscall.Kill(p, syscall.SIGKILL)
 			}
-			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group and its descendants\n")
+			logs.printf("redlock exec: sent SIGKILL to the command's process group and its descendants\n")
 		}
 	}
 }
@@ -456,7 +461,7 @@ func killOrphans(keep map[int]bool) {
 }
 
 // logLeftovers says, with --verbose, what redlock waits for after the command exited.
-func logLeftovers(e *env, cfg execConfig, n int) {
+func logLeftovers(logs *lineLog, cfg execConfig, n int) {
 	if !cfg.verbose {
 		return
 	}
@@ -464,7 +469,45 @@ func logLeftovers(e *env, cfg execConfig, n int) {
 	if cfg.leftovers == leftoversKill {
 		what = "terminating them before releasing the lock"
 	}
-	fmt.Fprintf(e.errw(), "redlock exec: the command exited and left %d processes; %s\n", n, what)
+	logs.printf("redlock exec: the command exited and left %d processes; %s\n", n, what)
+}
+
+// lineLog writes messages to w from a goroutine of its own, dropping what does not
+// fit in its buffer while w blocks.
+type lineLog struct {
+	lines chan string
+	done  chan struct{}
+}
+
+func newLineLog(w io.Writer) *lineLog {
+	l := &lineLog{lines: make(chan string, 32), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for line := range l.lines {
+			_, _ = io.WriteString(w, line)
+		}
+	}()
+	return l
+}
+
+// printf queues a message; it never blocks.
+func (l *lineLog) printf(format string, a ...any) {
+	select {
+	case l.lines <- fmt.Sprintf(format, a...):
+	default:
+	}
+}
+
+// close lets the queued messages out, waiting for them at most d: a stderr that stays
+// blocked must not keep redlock from releasing the lock.
+func (l *lineLog) close(d time.Duration) {
+	close(l.lines)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
 }
 
 // leaseFor returns the reaper's deadline for a lock valid until until: killMargin before
