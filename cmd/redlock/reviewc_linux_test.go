@@ -145,3 +145,45 @@ func TestReviewCBlockedStderr(t *testing.T) {
 		t.Errorf("exit %d, stdout %q: want the command continued and exit 0", code, out)
 	}
 }
+
+// TestReviewCNestedReaperStopped: redlock exec run under another redlock exec (or any
+// subreaper in the same session: an init such as tini in a container). The inner reaper
+// is SIGSTOPped, then the inner redlock SIGKILLed. The inner reaper's parent is now the
+// outer reaper, in the same session, so its group is not orphaned and the kernel does
+// not continue it (SIGHUP, SIGCONT) as it would under init: it cannot see the lease
+// pipe close, and the inner command runs on after the inner lock's validity.
+func TestReviewCNestedReaperStopped(t *testing.T) {
+	_, urls := nodes(t, 3, redistest.Options{})
+	file := filepath.Join(t.TempDir(), "pids")
+	const ttl = 2 * time.Second
+	inner := append([]string{binary, "exec", "--nodes", urls, "--key", "nestedinner", "--ttl", ttl.String()}, treeScript(file)...)
+	l := launch(t, newCLI(t), "tree", append([]string{"exec", "--nodes", urls, "--key", "nestedouter", "--ttl", "5s", "--"}, inner...)...)
+	pids := notedPIDs(t, file, 5)
+	var innerRedlock, innerReaper int
+	for _, p := range descendants(l.cmd.Process.Pid) {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		if strings.Contains(string(cmdline), "nestedinner") && !strings.Contains(string(cmdline), reaperArg) {
+			innerRedlock = p
+		}
+	}
+	if innerRedlock == 0 {
+		t.Fatal("no inner redlock found")
+	}
+	innerReaper = reaperOf(t, innerRedlock)
+	t.Cleanup(func() { _ = syscall.Kill(innerReaper, syscall.SIGKILL); _ = syscall.Kill(innerReaper, syscall.SIGCONT) })
+	if err := syscall.Kill(innerReaper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if !waitState([]int{innerReaper}, "T", 5*time.Second) {
+		t.Fatalf("the inner reaper %d did not stop", innerReaper)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(innerRedlock, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	validityEnd := killed.Add(ttl - driftOf(ttl, redlock.DefaultDriftFactor))
+	if _, alive := allDeadBy(pids, validityEnd); len(alive) > 0 {
+		t.Fatalf("processes %v of the inner command (all: %v) still ran when the inner lock's validity ended (inner reaper stopped, inner redlock killed); inner reaper state %q",
+			alive, pids, processState(innerReaper))
+	}
+}
