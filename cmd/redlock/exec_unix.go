@@ -553,6 +553,7 @@ func startReaper(e *env, env []string, rc reaperConfig) (*reaperProc, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	cmd.ExtraFiles = []*os.File{leaseR, reportW} // leaseFD, reportFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setReaperPdeathsig(cmd.SysProcAttr)
 	err = cmd.Start()
 	leaseR.Close()
 	reportW.Close()

@@ -12,6 +12,9 @@ import (
 // setPdeathsig does nothing: only Linux can tie a child's life to its parent's.
 func setPdeathsig(*syscall.SysProcAttr) {}
 
+// setReaperPdeathsig does nothing: only Linux can tie a child's life to its parent's.
+func setReaperPdeathsig(*syscall.SysProcAttr) {}
+
 // becomeSubreaper does nothing outside Linux: descendants that leave the command's
 // process group are not found there.
 func becomeSubreaper() error { return nil }
