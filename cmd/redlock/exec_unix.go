@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -301,6 +302,11 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 	signal.Notify(jobs, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGCONT)
 	defer signal.Stop(jobs)
 
+	// redlock is a subreaper too: if the reaper is killed, what it kept (a setsid
+	// process, an orphan) comes to redlock, which kills it before the release. Its
+	// children before the reaper (none in the CLI) are not the command's.
+	keep := childrenOf(os.Getpid())
+	_ = becomeSubreaper()
 	tty, foreground := terminalForeground(e.stdin)
 	r, err := startReaper(e, env, reaperConfig{
 		foreground: foreground, leftovers: cfg.leftovers, grace: cfg.grace, lease: leaseFor(until, cfg.ttl),
@@ -324,6 +330,10 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 		return exitExecFailure
 	}
 	pgid := first.n
+	// From here on, messages go through a goroutine: a stderr nobody drains must not
+	// stall this loop, which renews the reaper's lease and sends the kills.
+	logs := newLineLog(e.errw())
+	defer logs.close(time.Second)
 
 	renew := time.NewTicker(max(cfg.ttl/40, time.Millisecond))
 	defer renew.Stop()
@@ -344,10 +354,12 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				case isLost || expired:
 					return exitLost
 				case code < 0:
-					// The reaper was killed: what left the group is out of reach now,
-					// the group is not.
+					// The reaper was killed: the group is SIGKILLed, and what the
+					// reaper kept came to redlock once the reaper was waited for.
 					_ = syscall.Kill(-pgid, syscall.SIGKILL)
-					fmt.Fprintf(e.errw(), "redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group\n")
+					r.close()
+					killOrphans(keep)
+					logs.printf("redlock exec: the reaper ended before the command did; sent SIGKILL to the command's process group and everything it started\n")
 					return exitExecFailure
 				}
 				return code
@@ -356,7 +368,7 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			case "exited":
 				code = rep.n
 				if rep.left > 0 && !isLost {
-					logLeftovers(e, cfg, rep.left)
+					logLeftovers(logs, cfg, rep.left)
 				}
 			case "continued":
 				selfStop = false
@@ -364,11 +376,11 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 				if selfStop {
 					continue
 				}
-				fmt.Fprintf(e.errw(), "redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
+				logs.printf("redlock exec: the command was stopped by %v; the lock stays held while it is; send SIGCONT to redlock (pid %d) to continue it\n",
 					syscall.Signal(rep.n), os.Getpid())
 			case "expired":
 				expired = true
-				fmt.Fprintf(e.errw(), "redlock exec: the lock's validity was about to end without a renewal; the reaper killed the command and everything it started\n")
+				logs.printf("redlock exec: the lock's validity was about to end without a renewal; the reaper killed the command and everything it started\n")
 			}
 		case s := <-sigs:
 			_ = syscall.Kill(-pgid, s.(syscall.Signal))
@@ -402,19 +414,54 @@ func supervise(e *env, cfg execConfig, lock *redlock.Lock, lockCtx context.Conte
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
 			r.signal(syscall.SIGTERM)
 			r.lease(leaseClock() + int64(time.Until(at)))
+			r.wake()
 			killAt = time.After(at.Sub(now))
-			fmt.Fprintf(e.errw(), "redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
+			logs.printf("redlock exec: %v; sent SIGTERM to the command's process group, SIGKILL in %v (validity ends in %v)\n",
 				context.Cause(lockCtx), max(0, at.Sub(now)).Round(time.Millisecond), until.Sub(now).Round(time.Millisecond))
 		case <-killAt:
 			killAt = nil
 			_ = syscall.Kill(-pgid, syscall.SIGKILL) // the reaper does the same, and more
-			fmt.Fprintf(e.errw(), "redlock exec: sent SIGKILL to the command's process group and its descendants\n")
+			// A stopped reaper does nothing: redlock kills what it would, once.
+			r.wake()
+			for _, p := range descendants(r.cmd.Process.Pid) {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
+			logs.printf("redlock exec: sent SIGKILL to the command's process group and its descendants\n")
 		}
 	}
 }
 
+// killOrphans SIGKILLs, every resweepEvery until none is left, the processes that
+// came to redlock (a subreaper) when its reaper died, with their descendants, and waits
+// for them. Children of redlock in keep, and theirs, are left alone.
+func killOrphans(keep map[int]bool) {
+	self := os.Getpid()
+	for {
+		var left []int
+		for p := range childrenOf(self) {
+			if !keep[p] {
+				left = append(left, p)
+				left = append(left, descendants(p)...)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		for _, p := range left {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		for p := range childrenOf(self) {
+			if !keep[p] {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(p, &ws, syscall.WNOHANG, nil)
+			}
+		}
+		time.Sleep(resweepEvery)
+	}
+}
+
 // logLeftovers says, with --verbose, what redlock waits for after the command exited.
-func logLeftovers(e *env, cfg execConfig, n int) {
+func logLeftovers(logs *lineLog, cfg execConfig, n int) {
 	if !cfg.verbose {
 		return
 	}
@@ -422,7 +469,45 @@ func logLeftovers(e *env, cfg execConfig, n int) {
 	if cfg.leftovers == leftoversKill {
 		what = "terminating them before releasing the lock"
 	}
-	fmt.Fprintf(e.errw(), "redlock exec: the command exited and left %d processes; %s\n", n, what)
+	logs.printf("redlock exec: the command exited and left %d processes; %s\n", n, what)
+}
+
+// lineLog writes messages to w from a goroutine of its own, dropping what does not
+// fit in its buffer while w blocks.
+type lineLog struct {
+	lines chan string
+	done  chan struct{}
+}
+
+func newLineLog(w io.Writer) *lineLog {
+	l := &lineLog{lines: make(chan string, 32), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for line := range l.lines {
+			_, _ = io.WriteString(w, line)
+		}
+	}()
+	return l
+}
+
+// printf queues a message; it never blocks.
+func (l *lineLog) printf(format string, a ...any) {
+	select {
+	case l.lines <- fmt.Sprintf(format, a...):
+	default:
+	}
+}
+
+// close lets the queued messages out, waiting for them at most d: a stderr that stays
+// blocked must not keep redlock from releasing the lock.
+func (l *lineLog) close(d time.Duration) {
+	close(l.lines)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case <-t.C:
+	}
 }
 
 // leaseFor returns the reaper's deadline for a lock valid until until: killMargin before
@@ -468,6 +553,7 @@ func startReaper(e *env, env []string, rc reaperConfig) (*reaperProc, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	cmd.ExtraFiles = []*os.File{leaseR, reportW} // leaseFD, reportFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setReaperPdeathsig(cmd.SysProcAttr)
 	err = cmd.Start()
 	leaseR.Close()
 	reportW.Close()
@@ -505,6 +591,10 @@ func parseReport(line string) reaperReport {
 func (r *reaperProc) lease(d int64) {
 	_, _ = fmt.Fprintf(r.leases, "%d\n", d)
 }
+
+// wake continues a reaper that was stopped (SIGSTOP from outside), which would neither
+// kill at its lease nor end.
+func (r *reaperProc) wake() { _ = r.cmd.Process.Signal(syscall.SIGCONT) }
 
 // signal has the reaper send sig to the command's descendants outside its group.
 func (r *reaperProc) signal(sig syscall.Signal) {

@@ -15,6 +15,12 @@ import (
 // The reaper sets it on the command, from a thread that lives as long as the reaper.
 func setPdeathsig(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 
+// setReaperPdeathsig has the kernel send the reaper SIGCONT when redlock dies: a reaper
+// stopped from outside then goes on, sees its lease pipe closed and kills everything.
+// (Under init the kernel does that anyway for the orphaned group; not under a subreaper
+// of the same session.) A SIGCONT when only redlock's starting thread ends is harmless.
+func setReaperPdeathsig(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGCONT }
+
 // becomeSubreaper makes the calling process the one that inherits its orphaned
 // descendants (PR_SET_CHILD_SUBREAPER), so that a process that leaves the command's
 // group, or whose parent exits, is still the reaper's to find and kill.
@@ -57,6 +63,17 @@ func descendants(pid int) []int {
 		for _, c := range children[p] {
 			out = append(out, c)
 			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// childrenOf returns the PIDs of pid's children (zombies included), read from /proc.
+func childrenOf(pid int) map[int]bool {
+	out := map[int]bool{}
+	for _, p := range descendants(pid) {
+		if ppid, ok := parentOf(p); ok && ppid == pid {
+			out[p] = true
 		}
 	}
 	return out

@@ -12,6 +12,9 @@ import (
 // setPdeathsig does nothing: only Linux can tie a child's life to its parent's.
 func setPdeathsig(*syscall.SysProcAttr) {}
 
+// setReaperPdeathsig does nothing: only Linux can tie a child's life to its parent's.
+func setReaperPdeathsig(*syscall.SysProcAttr) {}
+
 // becomeSubreaper does nothing outside Linux: descendants that leave the command's
 // process group are not found there.
 func becomeSubreaper() error { return nil }
@@ -27,6 +30,9 @@ func leaseClock() int64 {
 
 // descendants finds nothing outside Linux; only the command's process group is killed.
 func descendants(int) []int { return nil }
+
+// childrenOf finds nothing outside Linux.
+func childrenOf(int) map[int]bool { return nil }
 
 // terminalForeground reports false: outside Linux the command is not given the terminal
 // (a command in its own process group that reads from the terminal is stopped there).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,9 +162,15 @@ func highest(names []string, cmds []*redis.StringCmd) (string, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", printable(names[i]), err))
 			continue
 		}
+		// As fence_read.lua: a counter is a decimal integer from 0 to 2^63 − 1 without
+		// leading zeros; anything else makes every fenced acquire on the node fail.
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return v, errors.Join(errs...)
+		if err != nil || n < 0 || strconv.FormatInt(n, 10) != v {
+			if len(v) > 40 {
+				v = v[:40] + "..."
+			}
+			errs = append(errs, fmt.Errorf("%s holds %q, not a decimal integer from 0 to %d", printable(names[i]), v, int64(math.MaxInt64)))
+			continue
 		}
 		best = max(best, n)
 	}
