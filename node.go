@@ -17,6 +17,8 @@ var (
 	releaseLua string
 	//go:embed scripts/extend.lua
 	extendLua string
+	//go:embed scripts/decimal.lua
+	decimalLua string // put in front of the fencing scripts, which compare tokens with it
 	//go:embed scripts/fence_read.lua
 	fenceReadLua string
 	//go:embed scripts/fenced_acquire.lua
@@ -27,8 +29,8 @@ var (
 	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false}
 	stepRelease       = step{redis.NewScript(releaseLua), released, false}
 	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false}
-	stepFenceRead     = step{redis.NewScript(fenceReadLua), counter, true}
-	stepFencedAcquire = step{redis.NewScript(fencedAcquireLua), fencedReply, true}
+	stepFenceRead     = step{redis.NewScript(decimalLua + fenceReadLua), counter, true}
+	stepFencedAcquire = step{redis.NewScript(decimalLua + fencedAcquireLua), fencedReply, true}
 	stepHandOff       = step{redis.NewScript(handOffLua), yesOrNo, false}
 )
 

@@ -10,31 +10,13 @@
 -- never taken as 0 (a later token could then repeat an earlier one).
 local MAX = '9223372036854775807' -- 2^63 − 1: the largest token (Redis integers)
 
--- less reports a < b for canonical decimal strings: the shorter is smaller, and at
--- equal lengths the first differing digit decides (byte values, not the locale).
-local function less(a, b)
-  if #a ~= #b then
-    return #a < #b
-  end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return false
-end
-
--- canonical reports whether v is a decimal integer from 0 to MAX without leading zeros.
-local function canonical(v)
-  return v == '0' or (string.find(v, '^[1-9][0-9]*$') ~= nil and not less(MAX, v))
-end
+-- less(a, b) and canonical(v, max) come from decimal.lua, put in front of this file.
 
 -- counter returns the counter under name as a canonical decimal string ("0" when
 -- absent), or raises an error naming it.
 local function counter(name)
   local v = redis.call('GET', name) or '0'
-  if canonical(v) then
+  if canonical(v, MAX) then
     return v
   end
   if #v > 40 then

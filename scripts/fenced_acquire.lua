@@ -25,25 +25,7 @@
 -- node of any earlier holder's majority, where it needs counter < its own t.
 local MAX = '9223372036854775807' -- 2^63 − 1: the largest token (Redis integers)
 
--- less reports a < b for canonical decimal strings: the shorter is smaller, and at
--- equal lengths the first differing digit decides (byte values, not the locale).
-local function less(a, b)
-  if #a ~= #b then
-    return #a < #b
-  end
-  for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then
-      return x < y
-    end
-  end
-  return false
-end
-
--- canonical reports whether v is a decimal integer from 0 to MAX without leading zeros.
-local function canonical(v)
-  return v == '0' or (string.find(v, '^[1-9][0-9]*$') ~= nil and not less(MAX, v))
-end
+-- less(a, b) and canonical(v, max) come from decimal.lua, put in front of this file.
 
 -- quote returns v in quotes, cut to a length fit for an error message.
 local function quote(v)
@@ -54,14 +36,14 @@ local function quote(v)
 end
 
 local t = ARGV[3]
-if not canonical(t) or t == '0' then
+if not canonical(t, MAX) or t == '0' then
   error('fencing token ' .. quote(t) .. ' is not a decimal integer from 1 to ' .. MAX)
 end
 local counters = {}
 local c = '0'
 for i = 2, #KEYS do
   local v = redis.call('GET', KEYS[i]) or '0'
-  if not canonical(v) then
+  if not canonical(v, MAX) then
     error('fencing counter ' .. KEYS[i] .. ' holds ' .. quote(v) .. ', not a decimal integer from 0 to ' .. MAX)
   end
   counters[i] = v
