@@ -1,11 +1,12 @@
 package safety
 
 import (
+	"encoding/xml"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/xmlcheck"
 	"github.com/redlock-go/redlock/redlocktest"
 )
 
@@ -87,6 +88,27 @@ func TestMergeClients(t *testing.T) {
 	}
 }
 
+// parsedPage is what TestHTML reads back from the page, parsed as XML: the page's
+// title, and per picture its label, the hover titles of its bars and its texts.
+type parsedPage struct {
+	Title    string `xml:"head>title"`
+	Pictures []struct {
+		Label string `xml:"aria-label,attr"`
+		Rects []struct {
+			Title string `xml:"title"`
+		} `xml:"rect"`
+		Texts []string `xml:"text"`
+	} `xml:"body>section>svg"`
+}
+
+// parse decodes page as strict XML: it fails on an unclosed or misnested element, a
+// bare & or <, or an HTML-only entity.
+func parse(page string) (parsedPage, error) {
+	var p parsedPage
+	err := xml.Unmarshal([]byte(page), &p)
+	return p, err
+}
+
 // TestHTML: the page is well-formed, escapes text, and draws the overlap, the late
 // part of a section, each kind of fault and the validity line.
 func TestHTML(t *testing.T) {
@@ -96,13 +118,13 @@ func TestHTML(t *testing.T) {
 	bad := *tl
 	bad.Problem = "something <odd>"
 	page := HTML("a <title>", []*Timeline{&ok, &bad})
-	if err := xmlcheck.WellFormed(page); err != nil {
+	if _, err := parse(page); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
 	for _, want := range []string{
 		"<title>a &lt;title&gt;</title>",
 		"synthetic &lt;faults&gt; &amp; overlaps",
-		`id="s1"`, `id="s2"`,
+		`id="s1"`, `id="s2"`, `href="#s2"`,
 		`class="ovl"`, `class="ovl-band"`, `class="late"`, `class="valid"`,
 		`class="f-down"`, `class="s-down"`, `class="f-paused"`, `class="s-paused"`, `class="f-network"`, `class="jump"`,
 		"killed, restarted empty", "cut off from client B", "worker 1 · client B",
@@ -114,6 +136,48 @@ func TestHTML(t *testing.T) {
 	}
 	if n := strings.Count(page, "<svg"); n != 2 {
 		t.Errorf("%d pictures, want 2", n)
+	}
+	// The parse check can fail: the same page with one element left open is refused.
+	if _, err := parse(strings.Replace(page, "</rect>", "", 1)); err == nil {
+		t.Error("a page with an unclosed <rect> parsed")
+	}
+}
+
+// TestHTMLEscapesSVG: text that looks like markup comes back unchanged from every
+// place it lands in a picture (an attribute, a <title> inside SVG, a <text>), escaped
+// once: neither raw nor escaped twice.
+func TestHTMLEscapesSVG(t *testing.T) {
+	tl := syntheticTimeline()
+	tl.Scenario.Name = `a "quoted" <name> & 'more' +1`
+	tl.Nodes[1] = "node <2> & co"
+	tl.Faults[1].Label = `killed "hard" <now> & restarted`
+	page := HTML(`t <"'&+>`, []*Timeline{tl})
+	p, err := parse(page)
+	if err != nil {
+		t.Fatalf("not well-formed: %v\n%s", err, page)
+	}
+	if p.Title != `t <"'&+>` {
+		t.Errorf("title read back as %q", p.Title)
+	}
+	if len(p.Pictures) != 1 {
+		t.Fatalf("%d pictures read back, want 1", len(p.Pictures))
+	}
+	pic := p.Pictures[0]
+	if want := "Redlock N=3: " + tl.Scenario.Name; pic.Label != want {
+		t.Errorf("aria-label read back as %q, want %q", pic.Label, want)
+	}
+	var titles []string
+	for _, r := range pic.Rects {
+		titles = append(titles, r.Title)
+	}
+	wantTitle := `node <2> & co: killed "hard" <now> & restarted, 100.00 ms to 300.00 ms`
+	if !slices.Contains(titles, wantTitle) {
+		t.Errorf("no bar has the title %q; titles:\n%s", wantTitle, strings.Join(titles, "\n"))
+	}
+	for _, want := range []string{"node <2> & co", tl.Faults[1].Label} {
+		if !slices.Contains(pic.Texts, want) {
+			t.Errorf("no text %q in the picture: %q", want, pic.Texts)
+		}
 	}
 }
 
@@ -128,7 +192,7 @@ func TestHTMLDenseSections(t *testing.T) {
 	dense := &Timeline{Result: Result{Scenario: &Scenario{Name: "dense"}, Report: &Report{Start: time.Now(), Duration: 1500 * time.Millisecond, Sections: secs}}, End: 1500 * time.Millisecond}
 	empty := &Timeline{Result: Result{Scenario: &Scenario{Name: "empty"}}}
 	page := HTML("dense", []*Timeline{dense, empty})
-	if err := xmlcheck.WellFormed(page); err != nil {
+	if _, err := parse(page); err != nil {
 		t.Fatalf("not well-formed: %v", err)
 	}
 	if n := strings.Count(page, `class="sec"`); n > 4*900 {
