@@ -560,7 +560,7 @@ func newToken() (string, error) {
 // token (0 without fencing).
 func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, st, keys, args, nil, false, nil)
+	r := c.start(ctx, stepRequest{step: st, keys: keys, args: args})
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
@@ -592,7 +592,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		// reset the counters since.
 		c.fences.forget(key)
 	}
-	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
+	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepRequest{step: stepFenceRead, keys: keys}), true)
 	if ctxErr != nil || !t.won() {
 		kind := ErrUnavailable
 		if ctxErr != nil {
@@ -628,7 +628,8 @@ func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	// A call of r not sent yet is dropped now, so that it cannot set our key after
 	// the next attempt's call to that node has been queued (sender.send).
 	r.abandoned.Store(true)
-	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r, true, r.mayHold)
+	cr := c.start(ctx, stepRequest{step: stepRelease, keys: []string{key}, args: []any{token},
+		after: r, mustLand: true, need: r.mayHold})
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	for waiting > 0 {
 		select {
@@ -754,7 +755,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false, nil)
+	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: l.calls})
 	l.calls = r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -799,11 +801,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
+	req := stepRequest{step: stepAcquire, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
 	if l.fence > 0 {
-		st, args = stepFencedAcquire, append(args, l.fence)
+		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
 	}
-	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
+	l.calls = l.c.start(context.WithoutCancel(ctx), req)
 }
 
 // Release deletes the lock on every node that still holds its token, each after the
@@ -857,7 +860,8 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRelease, []string{l.key}, args, l.calls, true, nil)
+	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
+		after: l.calls, mustLand: true})
 	l.calls = r
 	if o != nil {
 		// The hand-over failed: the waiter attempts by itself, and its calls queue
@@ -904,7 +908,8 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string
 		return false, ""
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
+	r := c.start(ctx, stepRequest{step: stepHandOff, keys: []string{l.key},
+		args: []any{l.token, token, o.ttl.Milliseconds()}, after: l.calls, mustLand: true})
 	l.calls = r // the plain release after a failed hand-over waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -919,7 +924,8 @@ func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string
 		// Where the hand-over call failed, our token may still hold the key: release
 		// it there once that call has returned, so the node is not blocked until our
 		// TTL ends. Nobody waits for it.
-		c.start(context.WithoutCancel(ctx), stepRelease, []string{l.key}, []any{l.token}, r, true, r.failed)
+		c.start(context.WithoutCancel(ctx), stepRequest{step: stepRelease, keys: []string{l.key},
+			args: []any{l.token}, after: r, mustLand: true, need: r.failed})
 		return true, token
 	}
 	// Unsent calls set nothing; the others are undone by the caller's release.

@@ -57,7 +57,8 @@ type nodeCall struct {
 	need   func(i int) bool
 	parked bool      // it waited for an earlier call to this node (roundCall.next)
 	next   *nodeCall // the next call parked behind the same earlier call
-	always bool
+	// mustLand: sent even after waiting past the node timeout (stepRequest.mustLand)
+	mustLand bool
 
 	out outcome
 	v   int64
@@ -197,7 +198,7 @@ func (s *sender) dropped(c *nodeCall) bool {
 		// queued behind it met that key. (A dropped hand-over call leaves the old
 		// token, which the plain release parked behind it deletes.)
 		s.deliver(c, outNo, 0, nil)
-	case c.parked && !c.always && !s.clock.Now().Before(c.r.deadline):
+	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
 		// Waited behind a stalled call past its own node timeout: a stale extend would
 		// only pile up behind the stalled node.
 		s.deliver(c, outFailed, 0, errNodeBusy)
