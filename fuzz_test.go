@@ -243,7 +243,7 @@ func FuzzJudge(f *testing.F) {
 		st   step
 	}{
 		{"acquire", stepAcquire}, {"release", stepRelease}, {"extend", stepExtend},
-		{"fence read", stepFenceRead}, {"fenced acquire", stepFencedAcquire}, {"hand-over", stepHandOff},
+		{"fence read", stepFenceRead}, {"fenced acquire", stepFencedAcquire}, {"handoff", stepHandoff},
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x92})                                            // int64 1

@@ -9,14 +9,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fast hand-over: waiters do not depend on polling alone.
+// Fast handoff: waiters do not depend on polling alone.
 //
 //   - Inside one Client, blocking Acquire calls for the same key queue up in arrival
 //     order and only the head of the queue runs attempts (an Acquire with nobody of
 //     its Client waiting tries once before it queues). While a lock of this Client
 //     holds the key within its validity the head sends no doomed attempts; it leaves a
-//     standing offer, and a Release of that lock hands it straight over in one step
-//     (Lock.handOff), at most maxHandOffs times in a row. A goroutine that releases and
+//     standing offer, and a Release of that lock hands it off in one step
+//     (Lock.handoff), at most maxHandoffs times in a row. A goroutine that releases and
 //     immediately calls Acquire again joins the back of the queue, so it cannot starve
 //     the others.
 //   - Across Clients, release.lua publishes the released token on the key's channel
@@ -72,24 +72,24 @@ type keyQueue struct {
 	subscribed bool
 	notices    map[string]int // released token → nodes that announced it
 	remote     bool           // the latest wake-up came from the nodes, not this Client
-	offer      *offer         // the waiting head's standing request for a hand-over
-	handOffs   int            // hand-overs in a row since the last plain release
+	offer      *offer         // the waiting head's standing request for a handoff
+	handoffs   int            // handoffs in a row since the last plain release
 	courtesy   time.Duration  // see released
 	listeners  int            // nodes subscribed to the key's channel so far
 }
 
-// maxHandOffs bounds the hand-overs in a row inside one Client: after that many, a
+// maxHandoffs bounds the handoffs in a row inside one Client: after that many, a
 // release deletes the key and announces it, so waiters in other Clients get a chance.
-const maxHandOffs = 16
+const maxHandoffs = 16
 
 // offer is a waiting head's standing request: a Release of this Client's lock on the
-// key may hand the lock straight over instead of deleting it (see Lock.handOff).
+// key may hand the lock off instead of deleting it (see Lock.handoff).
 type offer struct {
 	ttl time.Duration
-	got chan *Lock // buffered: the lock handed over, or nil if the hand-over failed
+	got chan *Lock // buffered: the lock handed off, or nil if the handoff failed
 }
 
-// offer registers a standing request for a hand-over with ttl; withdraw it after
+// offer registers a standing request for a handoff with ttl; withdraw it after
 // waiting.
 func (t *ticket) offer(ttl time.Duration) *offer {
 	o := &offer{ttl: ttl, got: make(chan *Lock, 1)}
@@ -111,8 +111,8 @@ func (t *ticket) withdraw(o *offer) bool {
 	return true
 }
 
-// claim takes the standing hand-over request for key, if there is one and the
-// hand-overs in a row have not reached maxHandOffs. A nil result means: release
+// claim takes the standing handoff request for key, if there is one and the
+// handoffs in a row have not reached maxHandoffs. A nil result means: release
 // plainly (which also resets the count); capped says that a waiter here would have
 // taken the lock but for the limit.
 func (q *queues) claim(key string) (o *offer, capped bool) {
@@ -123,12 +123,12 @@ func (q *queues) claim(key string) (o *offer, capped bool) {
 		return nil, false
 	}
 	o = kq.offer
-	if o == nil || kq.handOffs >= maxHandOffs {
-		kq.handOffs = 0
+	if o == nil || kq.handoffs >= maxHandoffs {
+		kq.handoffs = 0
 		return nil, o != nil
 	}
 	kq.offer = nil
-	kq.handOffs++
+	kq.handoffs++
 	return o, false
 }
 
@@ -311,7 +311,7 @@ func (q *queues) wakes(key string) uint64 {
 // After an announcement, the heads of every Client waiting for the key woke at the same
 // moment; if all tried at once they could split the votes so that none wins, so each
 // waits a random part of its last attempt's duration (took) and one goes first. After
-// this Client's own release that ended a run of hand-overs while other Clients were
+// this Client's own release that ended a run of handoffs while other Clients were
 // listening, the head steps back for the courtesy time, so they can go first.
 func (t *ticket) pause(took time.Duration) time.Duration {
 	t.q.mu.Lock()
@@ -428,7 +428,7 @@ const maxYields = 1024
 // yielding returns how long an Acquire for key should wait before its first attempt:
 // this Client released the key a moment ago while other Clients waited for it, and
 // they were woken at that moment. Without stepping back, the releaser's immediate
-// attempt would often beat them all and the hand-over would not happen. It is asked
+// attempt would often beat them all and the handoff would not happen. It is asked
 // once: the record is consumed.
 func (q *queues) yielding(key string, now time.Time) time.Duration {
 	q.mu.Lock()

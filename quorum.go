@@ -65,9 +65,9 @@ type round struct {
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
-	// abandoned is set when a failed acquire or hand-over round is cleaned up: its
+	// abandoned is set when a failed acquire or handoff round is cleaned up: its
 	// calls that are still queued, not sent, are then dropped (answered "no": nothing
-	// was set; after a hand-over the old token stays, for the plain release that
+	// was set; after a handoff the old token stays, for the plain release that
 	// follows).
 	abandoned atomic.Bool
 }

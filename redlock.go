@@ -182,7 +182,7 @@ func sameClient(a, b any) bool {
 func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 
 // Shutdown closes the Client. From its first call on, new steps fail with ErrClosed,
-// waiting Acquires give up, no attempt or hand-over still out grants a lock (one that
+// waiting Acquires give up, no attempt or handoff still out grants a lock (one that
 // wins a majority after Shutdown began is released and its Acquire fails with
 // ErrClosed), and
 // every KeepAlive ends, its context cancelled with a cause matching ErrClosed: at once,
@@ -275,8 +275,8 @@ func (c *Client) enter() bool {
 
 // Acquire takes the lock named key for ttl, retrying after each failed attempt until it
 // succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts when
-// the lock is released: at once when this Client released it (often the lock is handed
-// straight over), after a short random pause when a majority of nodes announced the
+// the lock is released: at once when this Client released it (often by a direct
+// handoff), after a short random pause when a majority of nodes announced the
 // release (see the package documentation); otherwise after the delay
 // Options.RetryDelay gives; an attempt that lost a race with other Clients' attempts
 // (some nodes said yes) is retried once after a few round trips. Acquire calls of one
@@ -388,7 +388,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if !held.IsZero() {
 			delay = held.Sub(now) // its Release wakes us sooner
 		}
-		var o *offer // a Release of this Client may hand the lock over directly
+		var o *offer // a Release of this Client may hand the lock off directly
 		var handed <-chan *Lock
 		if !c.opts.Fencing {
 			o = t.offer(ttl)
@@ -415,7 +415,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			if ctx.Err() == nil {
 				return lock, nil
 			}
-			_ = lock.Release(context.WithoutCancel(ctx)) // handed over as ctx ended
+			_ = lock.Release(context.WithoutCancel(ctx)) // handed off as ctx ended
 		}
 		if !stop && ctx.Err() == nil {
 			continue
@@ -850,11 +850,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	args := []any{l.token}
 	if !expired && !c.opts.Fencing {
 		if o, capped = c.queues.claim(l.key); o != nil {
-			handed, token := l.handOff(ctx, o)
+			handed, token := l.handoff(ctx, o)
 			if handed {
 				return nil
 			}
-			if token != "" { // the failed hand-over's token goes with ours
+			if token != "" { // the failed handoff's token goes with ours
 				args = append(args, token)
 			}
 		}
@@ -864,7 +864,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		after: l.calls, mustLand: true})
 	l.calls = r
 	if o != nil {
-		// The hand-over failed: the waiter attempts by itself, and its calls queue
+		// The handoff failed: the waiter attempts by itself, and its calls queue
 		// behind this release on every node, so they do not meet our stale keys.
 		o.got <- nil
 	}
@@ -893,7 +893,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	return qe
 }
 
-// handOff releases l by handing it straight to the waiting Acquire of this Client that
+// handoff releases l by handing it straight to the waiting Acquire of this Client that
 // made offer o: handoff.lua replaces l's token with a new one on every node, so one
 // step does the work of a release and an acquire. The new lock is granted exactly as
 // an acquired one: with a majority, and validity measured from just before this step.
@@ -901,27 +901,27 @@ func (l *Lock) Release(ctx context.Context) error {
 // the step not sent yet are dropped, and token (when one was made) is the new token,
 // which the caller's plain release must delete wherever it landed, before it tells the
 // waiter (o.got <- nil). The caller holds l.op and has checked that l is valid.
-func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string) {
+func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string) {
 	c := l.c
 	token, err := newToken()
 	if err != nil {
 		return false, ""
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRequest{step: stepHandOff, keys: []string{l.key},
+	r := c.start(ctx, stepRequest{step: stepHandoff, keys: []string{l.key},
 		args: []any{l.token, token, o.ttl.Milliseconds()}, after: l.calls, mustLand: true})
-	l.calls = r // the plain release after a failed hand-over waits behind these calls
+	l.calls = r // the plain release after a failed handoff waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	// After Shutdown began nothing is granted (as in try): the waiter could not even
-	// release the lock. The hand-over then counts as failed, and the caller's release
+	// release the lock. The handoff then counts as failed, and the caller's release
 	// deletes the new token with ours.
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 && !c.isClosed() {
 		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
-		// Where the hand-over call failed, our token may still hold the key: release
+		// Where the handoff call failed, our token may still hold the key: release
 		// it there once that call has returned, so the node is not blocked until our
 		// TTL ends. Nobody waits for it.
 		c.start(context.WithoutCancel(ctx), stepRequest{step: stepRelease, keys: []string{l.key},

@@ -170,7 +170,7 @@ func (s *sender) send(batch []*nodeCall) {
 		if s.dropped(c) {
 			// Calls parked behind a dropped call were freed to s.front: they go before
 			// the rest of this batch, as they would had the call been sent (a release
-			// after a failed hand-over must precede the waiter's SET).
+			// after a failed handoff must precede the waiter's SET).
 			s.mu.Lock()
 			if len(s.front) > 0 {
 				batch = append(append([]*nodeCall(nil), s.front...), batch...)
@@ -195,7 +195,7 @@ func (s *sender) dropped(c *nodeCall) bool {
 	case c.r.abandoned.Load():
 		// Its attempt failed and is being cleaned up: sending the SET now would only
 		// leave a key for the clean-up to delete, possibly after the next attempt's SET
-		// queued behind it met that key. (A dropped hand-over call leaves the old
+		// queued behind it met that key. (A dropped handoff call leaves the old
 		// token, which the plain release parked behind it deletes.)
 		s.deliver(c, outNo, 0, nil)
 	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
