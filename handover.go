@@ -34,7 +34,7 @@ func releaseChannel(key string) string { return "redlock:released:" + key } // a
 // queues is a Client's per-key state for waiting Acquire calls and its subscriptions.
 type queues struct {
 	c     *Client
-	mu    sync.Mutex
+	mu    sync.Mutex // taken after Lock.op, before Lock.mu (see the lock order above Client)
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
 

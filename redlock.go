@@ -20,6 +20,22 @@ import (
 // waiting to retry when Close was called.
 var ErrClosed = errors.New("redlock: client closed")
 
+// The lock order. A goroutine that holds more than one of the library's mutexes took
+// them in this order (an arrow: the left one is held while the right one is taken; a
+// step may skip any of them):
+//
+//	Lock.op → Client.closeMu → Lock.mu   (Lock.begin; KeepAlive)
+//	Lock.op → queues.mu → Lock.mu        (Release, handoff; queues.granted and heldHere
+//	                                      read the validity of any lock of the Client)
+//	Lock.op → sender.mu                  (Client.start queues a lock's node calls)
+//
+// Client.closeMu and queues.mu are never held together. Lock.mu, sender.mu and
+// fenceCache.mu are innermost: nothing else is locked, and nothing is waited for, while
+// one of them is held. Two waits are part of the order too: Release stops a running
+// KeepAlive (keeper.halt waits for its goroutine) holding neither l.op nor l.mu, since
+// that goroutine takes both (Extend, detach); and an Acquire waits for its queue turn,
+// a wake-up or a handoff holding no mutex.
+
 // Client acquires locks held across N independent Redis masters. It is safe for
 // concurrent use by many goroutines.
 type Client struct {
@@ -27,7 +43,7 @@ type Client struct {
 	opts  Options // with defaults applied
 	owned bool    // the go-redis clients were made by NewFromURLs and are closed by Close
 
-	closeMu sync.RWMutex
+	closeMu sync.RWMutex // guards closed; see the lock order above Client
 	closed  bool
 	closing chan struct{}  // closed when Close starts: waiting Acquires give up
 	shut    chan struct{}  // closed when Close has finished
@@ -660,10 +676,10 @@ type Lock struct {
 	token string
 	fence int64 // with Options.Fencing, else 0
 
-	op    sync.Mutex // serializes Extend and Release; guards calls
+	op    sync.Mutex // serializes Extend and Release; guards calls; taken first (see the lock order above Client)
 	calls *round     // this lock's latest round: its next call to a node goes after that one
 
-	mu         sync.Mutex    // guards the fields below
+	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
 	ttl        time.Duration // of the latest successful Acquire or Extend
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
 	lost       bool          // a loss was proven: until never moves forward again

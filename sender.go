@@ -31,7 +31,7 @@ type sender struct {
 	timeout time.Duration   // Options.NodeTimeout
 	clock   Clock
 
-	mu      sync.Mutex
+	mu      sync.Mutex // innermost (see the lock order above Client)
 	queue   []*nodeCall
 	front   []*nodeCall   // parked calls freed by the batch out now: sent before queue
 	running bool          // a sender goroutine exists
