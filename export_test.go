@@ -11,8 +11,8 @@ func (l *Lock) LoseAt(at time.Time) { l.lose(at) }
 func (l *Lock) WaitForCalls() {
 	l.op.Lock()
 	defer l.op.Unlock()
-	for i := range l.calls.calls {
-		<-l.calls.calls[i].done
+	for i := range l.lastRound.calls {
+		<-l.lastRound.calls[i].done
 	}
 }
 

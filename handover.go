@@ -11,7 +11,7 @@ import (
 
 // Fast handoff: waiters do not depend on polling alone.
 //
-//   - Inside one Client, blocking Acquire calls for the same key queue up in arrival
+//   - Inside one Client, blocking Acquires (waiters) for the same key queue up in arrival
 //     order and only the head of the queue runs attempts (an Acquire with nobody of
 //     its Client waiting tries once before it queues). While a lock of this Client
 //     holds the key within its validity the head sends no doomed attempts; it leaves a
@@ -31,7 +31,7 @@ import (
 // released; the message is the released (now dead) token.
 func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
 
-// queues is a Client's per-key state for waiting Acquire calls and its subscriptions.
+// queues is a Client's per-key state for waiters and its subscriptions.
 type queues struct {
 	c     *Client
 	mu    sync.Mutex // taken after Lock.op, before Lock.mu (see the lock order above Client)
@@ -61,9 +61,8 @@ type queues struct {
 // when no other Acquire comes: the subscription is gone within linger + linger/4.
 const linger = 5 * time.Second
 
-// keyQueue is the state of one key that has blocking Acquire calls waiting in this
-// Client. It exists while its queue is not empty, and for linger after that if it is
-// subscribed.
+// keyQueue is the state of one key that has waiters in this Client. It exists while
+// its queue is not empty, and for linger after that if it is subscribed.
 type keyQueue struct {
 	idle       time.Time       // when the queue last became empty; zero while in use
 	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
@@ -136,7 +135,7 @@ func (q *queues) claim(key string) (o *offer, capped bool) {
 // clean-up of a failed attempt); past it they are forgotten.
 const maxNotices = 64
 
-// ticket is one blocking Acquire call's place in its key's queue.
+// ticket is one waiter's place in its key's queue.
 type ticket struct {
 	q    *queues
 	key  string
@@ -144,7 +143,7 @@ type ticket struct {
 	turn chan struct{}
 }
 
-// busy reports whether Acquire calls of this Client wait for key.
+// busy reports whether this Client has waiters for key.
 func (q *queues) busy(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -190,7 +189,7 @@ func (t *ticket) wait(ctx context.Context, closing <-chan struct{}) error {
 	}
 }
 
-// leave takes t out of its queue, handing the turn to the next call if t had it. The
+// leave takes t out of its queue, handing the turn to the next waiter if t had it. The
 // last one out drops the key's state, or marks it idle if it is subscribed.
 func (t *ticket) leave() {
 	q := t.q

@@ -141,7 +141,7 @@ type stepRequest struct {
 // start queues the step's script for every node at once (each node's sender sends it,
 // batched with the node's other calls) and returns the round whose replies arrive on
 // r.replies. Node calls run on a context the caller cannot cancel and are tracked by
-// c.calls, so none outlives Client.Close. req says what to send and how it is ordered
+// c.inFlight, so none outlives Client.Close. req says what to send and how it is ordered
 // behind the lock's earlier calls.
 func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	st, keys, after := req.step, req.keys, req.after
@@ -157,7 +157,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
-	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
+	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
 	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
 	// phases in which nothing was sent yet. Reads and writes are bounded by go-redis's

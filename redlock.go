@@ -43,16 +43,16 @@ type Client struct {
 	opts  Options // with defaults applied
 	owned bool    // the go-redis clients were made by NewFromURLs and are closed by Close
 
-	closeMu sync.RWMutex // guards closed; see the lock order above Client
-	closed  bool
-	closing chan struct{}  // closed when Close starts: waiting Acquires give up
-	shut    chan struct{}  // closed when Close has finished
-	shutErr error          // what the first Close returned
-	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
-	keepers sync.WaitGroup // KeepAlive goroutines: Close ends them and waits
+	closeMu  sync.RWMutex // guards closed; see the lock order above Client
+	closed   bool
+	closing  chan struct{}  // closed when Close starts: waiting Acquires give up
+	shut     chan struct{}  // closed when Close has finished
+	shutErr  error          // what the first Close returned
+	inFlight sync.WaitGroup // steps in progress, and node calls not yet returned (also ones a step stopped waiting for)
+	keepers  sync.WaitGroup // KeepAlive goroutines: Close ends them and waits
 
 	fences fenceCache // with Options.Fencing: the highest counter seen per key
-	queues queues     // waiting Acquire calls per key, and release subscriptions
+	queues queues     // waiters (blocking Acquires) per key, and release subscriptions
 
 	senders     sync.WaitGroup // the nodes' sender goroutines (sender.go)
 	sendersQuit chan struct{}  // closed by Close after the last node call: senders exit
@@ -254,7 +254,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 // closes the go-redis clients if the Client owns them, and closes c.shut.
 func (c *Client) finishClose() {
 	c.keepers.Wait()
-	c.calls.Wait()
+	c.inFlight.Wait()
 	c.queues.close()
 	close(c.sendersQuit)
 	c.senders.Wait()
@@ -278,14 +278,14 @@ func (c *Client) isClosed() bool {
 }
 
 // enter registers a step that Close must wait for; it fails once Close has begun.
-// The caller must call c.calls.Done when the step is over.
+// The caller must call c.inFlight.Done when the step is over.
 func (c *Client) enter() bool {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed {
 		return false
 	}
-	c.calls.Add(1)
+	c.inFlight.Add(1)
 	return true
 }
 
@@ -295,7 +295,7 @@ func (c *Client) enter() bool {
 // handoff), after a short random pause when a majority of nodes announced the
 // release (see the package documentation); otherwise after the delay
 // Options.RetryDelay gives; an attempt that lost a race with other Clients' attempts
-// (some nodes said yes) is retried once after a few round trips. Acquire calls of one
+// (some nodes said yes) is retried once after a few round trips. Acquires of one
 // Client for the same key wait their turn in arrival order, and an Acquire right after
 // this Client released the key while other Clients listened for it lets them go first
 // (it waits about four round trips plus 1 ms, at most Options.NodeTimeout).
@@ -465,7 +465,7 @@ func (c *Client) pause(ctx context.Context, d time.Duration) {
 }
 
 // TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
-// behind this Client's waiting Acquire calls).
+// behind this Client's waiting Acquires).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -495,10 +495,10 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock,
 	if lock != nil && c.isClosed() {
 		// Shutdown began while the attempt was out, and may have returned already:
 		// grant nothing after it.
-		c.cleanup(ctx, key, lock.token, lock.calls)
+		c.cleanup(ctx, key, lock.token, lock.lastRound)
 		lock, qe, err = nil, nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", key, ErrClosed)
 	}
-	c.calls.Done()
+	c.inFlight.Done()
 	if lock != nil {
 		c.queues.granted(lock)
 	}
@@ -581,7 +581,7 @@ func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r}, nil, t
+		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), lastRound: r}, nil, t
 	}
 	c.cleanup(ctx, key, token, r)
 	kind := ErrUnavailable
@@ -676,8 +676,8 @@ type Lock struct {
 	token string
 	fence int64 // with Options.Fencing, else 0
 
-	op    sync.Mutex // serializes Extend and Release; guards calls; taken first (see the lock order above Client)
-	calls *round     // this lock's latest round: its next call to a node goes after that one
+	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
+	lastRound *round     // this lock's latest round: its next call to a node goes after that one
 
 	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
 	ttl        time.Duration // of the latest successful Acquire or Extend
@@ -772,8 +772,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
 	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: l.calls})
-	l.calls = r
+		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
+	l.lastRound = r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
@@ -822,7 +822,7 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 	if l.fence > 0 {
 		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
 	}
-	l.calls = l.c.start(context.WithoutCancel(ctx), req)
+	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
 }
 
 // Release deletes the lock on every node that still holds its token, each after the
@@ -877,8 +877,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
-		after: l.calls, mustLand: true})
-	l.calls = r
+		after: l.lastRound, mustLand: true})
+	l.lastRound = r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
 		// behind this release on every node, so they do not meet our stale keys.
@@ -925,15 +925,15 @@ func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string
 	}
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRequest{step: stepHandoff, keys: []string{l.key},
-		args: []any{l.token, token, o.ttl.Milliseconds()}, after: l.calls, mustLand: true})
-	l.calls = r // the plain release after a failed handoff waits behind these calls
+		args: []any{l.token, token, o.ttl.Milliseconds()}, after: l.lastRound, mustLand: true})
+	l.lastRound = r // the plain release after a failed handoff waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	// After Shutdown began nothing is granted (as in try): the waiter could not even
 	// release the lock. The handoff then counts as failed, and the caller's release
 	// deletes the new token with ours.
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 && !c.isClosed() {
-		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
+		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), lastRound: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
@@ -962,7 +962,7 @@ func (l *Lock) begin(op string) error {
 
 // end finishes a step started by begin.
 func (l *Lock) end() {
-	l.c.calls.Done()
+	l.c.inFlight.Done()
 	l.op.Unlock()
 }
 

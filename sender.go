@@ -24,12 +24,12 @@ import (
 
 // sender queues one node's calls and sends them.
 type sender struct {
-	nd      *node
-	calls   *sync.WaitGroup // Client.calls: one Done per delivered call
-	quit    <-chan struct{} // closed by Client.Close once every call was delivered
-	wg      *sync.WaitGroup // the Client's sender goroutines
-	timeout time.Duration   // Options.NodeTimeout
-	clock   Clock
+	nd       *node
+	inFlight *sync.WaitGroup // Client.inFlight: one Done per delivered call
+	quit     <-chan struct{} // closed by Client.Close once every call was delivered
+	wg       *sync.WaitGroup // the Client's sender goroutines
+	timeout  time.Duration   // Options.NodeTimeout
+	clock    Clock
 
 	mu      sync.Mutex // innermost (see the lock order above Client)
 	queue   []*nodeCall
@@ -69,7 +69,7 @@ var callPool = sync.Pool{New: func() any { return new(nodeCall) }}
 
 func newSender(nd *node, c *Client) *sender {
 	return &sender{
-		nd: nd, calls: &c.calls, quit: c.sendersQuit, wg: &c.senders,
+		nd: nd, inFlight: &c.inFlight, quit: c.sendersQuit, wg: &c.senders,
 		timeout: c.opts.NodeTimeout, clock: c.opts.Clock,
 		wake: make(chan struct{}, 1),
 	}
@@ -250,7 +250,7 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	s.mu.Unlock()
 	r.finished()
 	close(rc.done)
-	s.calls.Done()
+	s.inFlight.Done()
 }
 
 // latest returns the context of the batch's call whose deadline is the latest (one
