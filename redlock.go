@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"sync"
@@ -321,134 +320,26 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	var last *QuorumError
-	var took time.Duration // how long the latest attempt took to hear from a majority
-	attempt := 1
-	var seen uint64 // wake-ups of key's waiters before the attempt below
+	w := c.newWaiter(ctx, key, ttl)
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
 		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
-		seen = c.queues.wakes(key)
-		lock, qe, err := c.try(ctx, key, ttl)
-		if lock != nil || err != nil {
+		w.seen = c.queues.wakes(key)
+		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
-		took = qe.quorum
-		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 || qe.hopeless() {
-			return nil, qe
-		}
-		last, attempt = qe, 2
+		w.waitFirst = true // the attempt just made counts: wait before the next
 	}
-	t := c.queues.join(key)
-	defer t.leave()
-	if err := t.wait(ctx, c.closing); err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
-		}
-		if last != nil {
-			last.ctxErr = err
-			return nil, last
-		}
-		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err)
+	err := w.queue()
+	defer w.t.leave()
+	if err != nil {
+		return nil, err
 	}
-	if last != nil && last.Refused > 0 {
-		t.subscribe() // held elsewhere: hear when it is released
-	}
-	waitFirst := last != nil // the attempt just made counts: wait before the next
-	// quick: the latest attempt lost a race, so the next one comes soon; at most once
-	// between two wake-ups (quickUsed).
-	quick := last != nil && lostRace(last, took)
-	quickUsed := quick
 	for {
-		wake, wakes := t.woken()
-		if waitFirst && wakes != seen {
-			// Released while the attempt before queueing was out: attempt now, after
-			// the pause any woken head takes.
-			waitFirst, quickUsed = false, false
-			c.pause(ctx, t.pause(took))
+		if lock, err := w.pass(); lock != nil || err != nil {
+			return lock, err
 		}
-		seen = wakes
-		now := c.opts.Clock.Now()
-		held := t.heldHere(now) // a lock of this Client holds the key until then
-		if !waitFirst && held.IsZero() {
-			lock, qe, err := c.try(ctx, key, ttl)
-			if lock != nil || err != nil {
-				return lock, err
-			}
-			took = qe.quorum // a round trip to a majority, not the wait for silent nodes
-			if qe.ctxErr != nil && qe.Refused == 0 && last != nil && last.kind == ErrUnavailable {
-				// Cut short by ctx without a sign of contention: the last complete attempt
-				// says more (too many nodes failing) than "not acquired".
-				last.ctxErr = qe.ctxErr
-				return nil, last
-			}
-			last = qe
-			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) || qe.hopeless() {
-				return nil, qe
-			}
-			if qe.Refused > 0 {
-				t.subscribe() // held elsewhere: hear when it is released
-			}
-			quick = !quickUsed && lostRace(qe, took)
-			quickUsed = quickUsed || quick
-			attempt++
-		} else if !waitFirst {
-			quick = false // no attempt: this Client's own lock holds the key
-		}
-		waitFirst = false
-		delay := c.opts.RetryDelay(max(attempt-1, 1))
-		if quick {
-			delay = min(delay, took+rand.N(2*took))
-		}
-		if !held.IsZero() {
-			delay = held.Sub(now) // its Release wakes us sooner
-		}
-		var o *offer // a Release of this Client may hand the lock off directly
-		var handed <-chan *Lock
-		if !c.opts.Fencing {
-			o = t.offer(ttl)
-			handed = o.got
-		}
-		var lock *Lock
-		stop := false
-		select {
-		case lock = <-handed:
-			o = nil // claimed and answered
-		case <-ctx.Done():
-			stop = true
-		case <-c.closing:
-			stop = true
-		case <-wake:
-			quickUsed = false
-			c.pause(ctx, t.pause(took))
-		case <-c.opts.Clock.After(delay):
-		}
-		if o != nil && !t.withdraw(o) {
-			lock = <-o.got // a Release is handing the lock over: wait for its outcome
-		}
-		if lock != nil {
-			if ctx.Err() == nil {
-				return lock, nil
-			}
-			_ = lock.Release(context.WithoutCancel(ctx)) // handed off as ctx ended
-		}
-		if !stop && ctx.Err() == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			// The last attempt's class stays: a caller whose deadline passed while
-			// too many nodes were down learns that, not just "not acquired".
-			if last == nil {
-				last = c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, nil)
-			}
-			last.ctxErr = ctx.Err()
-			return nil, last
-		}
-		if last == nil {
-			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
-		}
-		return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
 	}
 }
 
@@ -489,7 +380,7 @@ func (c *Client) check(key string, ttl time.Duration) error {
 // Client's waiters. err is set when the attempt could not run at all.
 func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
 	if !c.enter() {
-		return nil, nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+		return nil, nil, closedError(key)
 	}
 	lock, qe, err := c.attempt(ctx, key, ttl)
 	if lock != nil && c.isClosed() {
