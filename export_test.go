@@ -43,7 +43,7 @@ func (c *Client) Queued(i int) int {
 }
 
 // Offered reports whether the head of key's queue in this Client has a standing offer
-// for a hand-over.
+// for a handoff.
 func (c *Client) Offered(key string) bool {
 	c.queues.mu.Lock()
 	defer c.queues.mu.Unlock()
