@@ -66,7 +66,7 @@ func TestClusterMembers(t *testing.T) {
 	m := newMembers(t)
 	t.Run("fencing", func(t *testing.T) { clusterFencing(t, m) })
 	t.Run("release wakes another Client", func(t *testing.T) { clusterWakeUp(t, m) })
-	t.Run("hand-over inside a Client", func(t *testing.T) { clusterHandOver(t, m) })
+	t.Run("handoff inside a Client", func(t *testing.T) { clusterHandoff(t, m) })
 	t.Run("healing", func(t *testing.T) { clusterHealing(t, m, false) })
 	t.Run("healing with fencing", func(t *testing.T) { clusterHealing(t, m, true) })
 }
@@ -225,9 +225,9 @@ func clusterWakeUp(t *testing.T, m *members) {
 	}
 }
 
-// clusterHandOver: a Release hands the lock straight to a waiting Acquire of the same
+// clusterHandoff: a Release hands the lock straight to a waiting Acquire of the same
 // Client (handoff.lua) on cluster members.
-func clusterHandOver(t *testing.T, m *members) {
+func clusterHandoff(t *testing.T, m *members) {
 	c := m.newClient(noPolling)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -122,12 +122,12 @@ func (c *cluster) deliverAgain(call sentCall, sources map[string]string) {
 	}
 }
 
-// TestLateHandOffCopyCannotShortenTheLock is the double grant of the review: W gets the
-// lock by hand-over with a 500 ms TTL on a bare majority, extends it to a minute, and a
-// late copy of the hand-over lands on one of W's nodes. That copy must not cut the
+// TestLateHandoffCopyCannotShortenTheLock is the double grant of the review: W gets the
+// lock by handoff with a 500 ms TTL on a bare majority, extends it to a minute, and a
+// late copy of the handoff lands on one of W's nodes. That copy must not cut the
 // node's TTL back to 500 ms, or another Client takes the key there and on the node
 // that had been taken while W believes it holds the lock for a minute.
-func TestLateHandOffCopyCannotShortenTheLock(t *testing.T) {
+func TestLateHandoffCopyCannotShortenTheLock(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	rec := &recorder{}
 	a, err := redlock.New(rec.clients(c.servers), noPolling)
@@ -152,15 +152,15 @@ func TestLateHandOffCopyCannotShortenTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := wantResult(t, "the waiter", waiter).lock
-	var handOff *sentCall
+	var handoff *sentCall
 	for _, call := range rec.sent()[before:] {
 		if call.node == 0 && slices.Contains(call.args, any(w.Token())) {
-			handOff = &call
+			handoff = &call
 			break
 		}
 	}
-	if handOff == nil {
-		t.Fatal("no hand-over call to node 1 recorded")
+	if handoff == nil {
+		t.Fatal("no handoff call to node 1 recorded")
 	}
 	if err := w.Extend(ctx, time.Minute); err != nil {
 		t.Fatal(err)
@@ -168,9 +168,9 @@ func TestLateHandOffCopyCannotShortenTheLock(t *testing.T) {
 	w.WaitForCalls()
 	c.wantValues("k", w.Token(), w.Token(), "stale")
 
-	c.deliverAgain(*handOff, scriptSources(t))
+	c.deliverAgain(*handoff, scriptSources(t))
 	if ttl := c.admin[0].PTTL(ctx, "k").Val(); ttl < 50*time.Second {
-		t.Errorf("the late copy of the hand-over cut node 1's TTL to %v", ttl)
+		t.Errorf("the late copy of the handoff cut node 1's TTL to %v", ttl)
 	}
 	// With the stale key on node 3 gone, another Client must still find the key held
 	// on a majority.
@@ -210,7 +210,7 @@ type lateStep struct {
 }
 
 // lateSteps drive every script the library has: acquire, a failed attempt and its
-// clean-up, extend (longer and shorter), hand-over, heal, fence read, fenced acquire
+// clean-up, extend (longer and shorter), handoff, heal, fence read, fenced acquire
 // and its extend, and release.
 var lateSteps = []lateStep{
 	{"acquire", func(w *lateWorld, ctx context.Context) error {
@@ -232,7 +232,7 @@ var lateSteps = []lateStep{
 		}
 		return nil
 	}},
-	{"hand-over", func(w *lateWorld, ctx context.Context) error {
+	{"handoff", func(w *lateWorld, ctx context.Context) error {
 		waiter := acquireAsync(ctx, w.a, "k", 2*time.Second)
 		eventually(w.t, "the waiter's offer", func() bool { return w.a.Offered("k") })
 		if err := w.held["L1"].Release(ctx); err != nil {
@@ -243,7 +243,7 @@ var lateSteps = []lateStep{
 		w.held["W"] = r.lock
 		return r.err
 	}},
-	{"extend after the hand-over", func(w *lateWorld, ctx context.Context) error {
+	{"extend after the handoff", func(w *lateWorld, ctx context.Context) error {
 		return w.held["W"].Extend(ctx, 20*time.Second)
 	}},
 	{"heal", func(w *lateWorld, ctx context.Context) error {

@@ -11,8 +11,8 @@ func (l *Lock) LoseAt(at time.Time) { l.lose(at) }
 func (l *Lock) WaitForCalls() {
 	l.op.Lock()
 	defer l.op.Unlock()
-	for i := range l.calls.calls {
-		<-l.calls.calls[i].done
+	for i := range l.lastRound.calls {
+		<-l.lastRound.calls[i].done
 	}
 }
 
@@ -43,7 +43,7 @@ func (c *Client) Queued(i int) int {
 }
 
 // Offered reports whether the head of key's queue in this Client has a standing offer
-// for a hand-over.
+// for a handoff.
 func (c *Client) Offered(key string) bool {
 	c.queues.mu.Lock()
 	defer c.queues.mu.Unlock()

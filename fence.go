@@ -205,7 +205,7 @@ const fenceCacheSize = 4096
 // fenceCache remembers, per key, the highest fencing counter a Client has seen, so the
 // next Acquire can propose a token in one round trip instead of reading first.
 type fenceCache struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // innermost (see the lock order above Client)
 	seen map[string]int64
 }
 

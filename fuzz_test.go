@@ -243,7 +243,7 @@ func FuzzJudge(f *testing.F) {
 		st   step
 	}{
 		{"acquire", stepAcquire}, {"release", stepRelease}, {"extend", stepExtend},
-		{"fence read", stepFenceRead}, {"fenced acquire", stepFencedAcquire}, {"hand-over", stepHandOff},
+		{"fence read", stepFenceRead}, {"fenced acquire", stepFencedAcquire}, {"handoff", stepHandoff},
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x92})                                            // int64 1
@@ -379,7 +379,7 @@ func (k *keyNodes) run(t *testing.T, key string, ttl, ext time.Duration, op uint
 		}
 		l.WaitForCalls()
 	}
-	c.calls.Wait() // every node call, a failed attempt's clean-up included
+	c.inFlight.Wait() // every node call, a failed attempt's clean-up included
 	for i, s := range k.servers {
 		for _, left := range s.Keys() {
 			if c == k.fenced && slices.Contains(fenceKeys(key, false)[1:], left) {

@@ -9,14 +9,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Fast hand-over: waiters do not depend on polling alone.
+// Fast handoff: waiters do not depend on polling alone.
 //
-//   - Inside one Client, blocking Acquire calls for the same key queue up in arrival
+//   - Inside one Client, blocking Acquires (waiters) for the same key queue up in arrival
 //     order and only the head of the queue runs attempts (an Acquire with nobody of
 //     its Client waiting tries once before it queues). While a lock of this Client
 //     holds the key within its validity the head sends no doomed attempts; it leaves a
-//     standing offer, and a Release of that lock hands it straight over in one step
-//     (Lock.handOff), at most maxHandOffs times in a row. A goroutine that releases and
+//     standing offer, and a Release of that lock hands it off in one step
+//     (Lock.handoff), at most maxHandoffs times in a row. A goroutine that releases and
 //     immediately calls Acquire again joins the back of the queue, so it cannot starve
 //     the others.
 //   - Across Clients, release.lua publishes the released token on the key's channel
@@ -31,10 +31,10 @@ import (
 // released; the message is the released (now dead) token.
 func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
 
-// queues is a Client's per-key state for waiting Acquire calls and its subscriptions.
+// queues is a Client's per-key state for waiters and its subscriptions.
 type queues struct {
 	c     *Client
-	mu    sync.Mutex
+	mu    sync.Mutex // taken after Lock.op, before Lock.mu (see the lock order above Client)
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
 
@@ -61,9 +61,8 @@ type queues struct {
 // when no other Acquire comes: the subscription is gone within linger + linger/4.
 const linger = 5 * time.Second
 
-// keyQueue is the state of one key that has blocking Acquire calls waiting in this
-// Client. It exists while its queue is not empty, and for linger after that if it is
-// subscribed.
+// keyQueue is the state of one key that has waiters in this Client. It exists while
+// its queue is not empty, and for linger after that if it is subscribed.
 type keyQueue struct {
 	idle       time.Time       // when the queue last became empty; zero while in use
 	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
@@ -72,24 +71,24 @@ type keyQueue struct {
 	subscribed bool
 	notices    map[string]int // released token → nodes that announced it
 	remote     bool           // the latest wake-up came from the nodes, not this Client
-	offer      *offer         // the waiting head's standing request for a hand-over
-	handOffs   int            // hand-overs in a row since the last plain release
+	offer      *offer         // the waiting head's standing request for a handoff
+	handoffs   int            // handoffs in a row since the last plain release
 	courtesy   time.Duration  // see released
 	listeners  int            // nodes subscribed to the key's channel so far
 }
 
-// maxHandOffs bounds the hand-overs in a row inside one Client: after that many, a
+// maxHandoffs bounds the handoffs in a row inside one Client: after that many, a
 // release deletes the key and announces it, so waiters in other Clients get a chance.
-const maxHandOffs = 16
+const maxHandoffs = 16
 
 // offer is a waiting head's standing request: a Release of this Client's lock on the
-// key may hand the lock straight over instead of deleting it (see Lock.handOff).
+// key may hand the lock off instead of deleting it (see Lock.handoff).
 type offer struct {
 	ttl time.Duration
-	got chan *Lock // buffered: the lock handed over, or nil if the hand-over failed
+	got chan *Lock // buffered: the lock handed off, or nil if the handoff failed
 }
 
-// offer registers a standing request for a hand-over with ttl; withdraw it after
+// offer registers a standing request for a handoff with ttl; withdraw it after
 // waiting.
 func (t *ticket) offer(ttl time.Duration) *offer {
 	o := &offer{ttl: ttl, got: make(chan *Lock, 1)}
@@ -111,8 +110,8 @@ func (t *ticket) withdraw(o *offer) bool {
 	return true
 }
 
-// claim takes the standing hand-over request for key, if there is one and the
-// hand-overs in a row have not reached maxHandOffs. A nil result means: release
+// claim takes the standing handoff request for key, if there is one and the
+// handoffs in a row have not reached maxHandoffs. A nil result means: release
 // plainly (which also resets the count); capped says that a waiter here would have
 // taken the lock but for the limit.
 func (q *queues) claim(key string) (o *offer, capped bool) {
@@ -123,12 +122,12 @@ func (q *queues) claim(key string) (o *offer, capped bool) {
 		return nil, false
 	}
 	o = kq.offer
-	if o == nil || kq.handOffs >= maxHandOffs {
-		kq.handOffs = 0
+	if o == nil || kq.handoffs >= maxHandoffs {
+		kq.handoffs = 0
 		return nil, o != nil
 	}
 	kq.offer = nil
-	kq.handOffs++
+	kq.handoffs++
 	return o, false
 }
 
@@ -136,7 +135,7 @@ func (q *queues) claim(key string) (o *offer, capped bool) {
 // clean-up of a failed attempt); past it they are forgotten.
 const maxNotices = 64
 
-// ticket is one blocking Acquire call's place in its key's queue.
+// ticket is one waiter's place in its key's queue.
 type ticket struct {
 	q    *queues
 	key  string
@@ -144,7 +143,7 @@ type ticket struct {
 	turn chan struct{}
 }
 
-// busy reports whether Acquire calls of this Client wait for key.
+// busy reports whether this Client has waiters for key.
 func (q *queues) busy(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -190,7 +189,7 @@ func (t *ticket) wait(ctx context.Context, closing <-chan struct{}) error {
 	}
 }
 
-// leave takes t out of its queue, handing the turn to the next call if t had it. The
+// leave takes t out of its queue, handing the turn to the next waiter if t had it. The
 // last one out drops the key's state, or marks it idle if it is subscribed.
 func (t *ticket) leave() {
 	q := t.q
@@ -311,7 +310,7 @@ func (q *queues) wakes(key string) uint64 {
 // After an announcement, the heads of every Client waiting for the key woke at the same
 // moment; if all tried at once they could split the votes so that none wins, so each
 // waits a random part of its last attempt's duration (took) and one goes first. After
-// this Client's own release that ended a run of hand-overs while other Clients were
+// this Client's own release that ended a run of handoffs while other Clients were
 // listening, the head steps back for the courtesy time, so they can go first.
 func (t *ticket) pause(took time.Duration) time.Duration {
 	t.q.mu.Lock()
@@ -428,7 +427,7 @@ const maxYields = 1024
 // yielding returns how long an Acquire for key should wait before its first attempt:
 // this Client released the key a moment ago while other Clients waited for it, and
 // they were woken at that moment. Without stepping back, the releaser's immediate
-// attempt would often beat them all and the hand-over would not happen. It is asked
+// attempt would often beat them all and the handoff would not happen. It is asked
 // once: the record is consumed.
 func (q *queues) yielding(key string, now time.Time) time.Duration {
 	q.mu.Lock()

@@ -103,9 +103,9 @@ func wantResult(t *testing.T, what string, results <-chan result) result {
 	}
 }
 
-// TestHandOverAcrossClients: a waiter in another Client wakes on the release
+// TestHandoffAcrossClients: a waiter in another Client wakes on the release
 // announcements of a majority of nodes, also with one node down.
-func TestHandOverAcrossClients(t *testing.T) {
+func TestHandoffAcrossClients(t *testing.T) {
 	for _, down := range []int{0, 1} {
 		t.Run(map[int]string{0: "all nodes up", 1: "one node down"}[down], func(t *testing.T) {
 			c := newCluster(t, 3, redistest.Options{}, noPolling)
@@ -137,9 +137,9 @@ func TestHandOverAcrossClients(t *testing.T) {
 	}
 }
 
-// TestHandOverInsideClient: Acquire calls of one Client wait in arrival order, each
+// TestHandoffInsideClient: Acquire calls of one Client wait in arrival order, each
 // woken by the previous holder's Release; a releaser that asks again queues last.
-func TestHandOverInsideClient(t *testing.T) {
+func TestHandoffInsideClient(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)
 	ctx := t.Context()
 	first, err := c.client.Acquire(ctx, "queue", time.Minute)
@@ -169,10 +169,10 @@ func TestHandOverInsideClient(t *testing.T) {
 	}
 }
 
-// TestHandOverFallsBackToPolling: with the notifications lost (subscriber connections
+// TestHandoffFallsBackToPolling: with the notifications lost (subscriber connections
 // killed just before the release) or refused (no channel rights), and for a lock that
 // expires without a release, waiters still get the lock by polling.
-func TestHandOverFallsBackToPolling(t *testing.T) {
+func TestHandoffFallsBackToPolling(t *testing.T) {
 	polling := redlock.Options{RetryDelay: redlock.ExponentialJitter(20*time.Millisecond, 50*time.Millisecond)}
 	c := newCluster(t, 3, redistest.Options{}, polling)
 	waiter := c.newClient(polling)
@@ -322,9 +322,9 @@ func scriptCalls(stats string) int {
 	return total
 }
 
-// TestHandOffInOneStep: a Release with a waiter of the same Client queued hands the lock
+// TestHandoffInOneStep: a Release with a waiter of the same Client queued hands the lock
 // over by replacing the token on every node: no DEL, no announcement.
-func TestHandOffInOneStep(t *testing.T) {
+func TestHandoffInOneStep(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)
 	ctx := t.Context()
 	holder, err := c.client.Acquire(ctx, "baton", time.Minute)
@@ -351,7 +351,7 @@ func TestHandOffInOneStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		if strings.Contains(stats, "cmdstat_del:") || strings.Contains(stats, "cmdstat_publish:") {
-			t.Fatalf("node %d deleted or announced the key during a hand-over:\n%s", i+1, stats)
+			t.Fatalf("node %d deleted or announced the key during a handoff:\n%s", i+1, stats)
 		}
 	}
 	if err := r.lock.Release(ctx); err != nil {
@@ -359,10 +359,10 @@ func TestHandOffInOneStep(t *testing.T) {
 	}
 }
 
-// TestHandOffLetsOtherClientsIn: three goroutines of one Client pass the lock around
-// by hand-over; a waiter in another Client, which only hears announcements, still gets
-// it, because a run of hand-overs ends with a plain release.
-func TestHandOffLetsOtherClientsIn(t *testing.T) {
+// TestHandoffLetsOtherClientsIn: three goroutines of one Client pass the lock around
+// by handoff; a waiter in another Client, which only hears announcements, still gets
+// it, because a run of handoffs ends with a plain release.
+func TestHandoffLetsOtherClientsIn(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)
 	other := c.newClient(noPolling)
 	ctx, stop := context.WithCancel(t.Context())
@@ -399,7 +399,7 @@ func TestHandOffLetsOtherClientsIn(t *testing.T) {
 // Client waits for it, and asks for it again at once, steps back so that the woken
 // waiter goes first. Without that, the releaser's immediate attempt beat the waiter's
 // in most rounds; with 8 Clients on one key, 22 % of all grants went back to the
-// releaser and were lost as hand-overs.
+// releaser and were lost as handoffs.
 func TestReleaserLetsWaitingClientsGoFirst(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)
 	waiter := c.newClient(noPolling)
@@ -652,10 +652,10 @@ func (f *failScript) fails(cmd redis.Cmder) bool {
 	return true
 }
 
-// TestHandOffReleasesWhereItFailed: a hand-over that succeeds on a majority while its
+// TestHandoffReleasesWhereItFailed: a handoff that succeeds on a majority while its
 // call to one node fails leaves our token there; it is released there at once, so that
 // node is not blocked until the old lock's TTL ends.
-func TestHandOffReleasesWhereItFailed(t *testing.T) {
+func TestHandoffReleasesWhereItFailed(t *testing.T) {
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	src, err := os.ReadFile("scripts/handoff.lua")
 	if err != nil {

@@ -277,7 +277,7 @@ func TestUntilAfterReleaseAndLoss(t *testing.T) {
 	}
 	next := wantResult(t, "the waiter", waiter).lock
 	if now := time.Now(); holder.Until().After(now) {
-		t.Errorf("after a hand-over: the old lock's Until is %v ahead", holder.Until().Sub(now))
+		t.Errorf("after a handoff: the old lock's Until is %v ahead", holder.Until().Sub(now))
 	}
 	if !next.Until().After(time.Now().Add(50 * time.Second)) {
 		t.Errorf("the new lock's Until %v: want about a minute ahead", next.Until())

@@ -24,14 +24,14 @@ var (
 	//go:embed scripts/fenced_acquire.lua
 	fencedAcquireLua string
 	//go:embed scripts/handoff.lua
-	handOffLua string
+	handoffLua string
 
 	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false}
 	stepRelease       = step{redis.NewScript(releaseLua), released, false}
 	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false}
 	stepFenceRead     = step{redis.NewScript(decimalLua + fenceReadLua), counter, true}
 	stepFencedAcquire = step{redis.NewScript(decimalLua + fencedAcquireLua), fencedReply, true}
-	stepHandOff       = step{redis.NewScript(handOffLua), yesOrNo, false}
+	stepHandoff       = step{redis.NewScript(handoffLua), yesOrNo, false}
 )
 
 // step is one server-side script and the meaning of its integer reply.

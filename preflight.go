@@ -45,7 +45,7 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 	if !c.enter() {
 		return fmt.Errorf("redlock: check nodes: %w", ErrClosed)
 	}
-	defer c.calls.Done()
+	defer c.inFlight.Done()
 	want := map[string]string{"maxmemory-policy": "noeviction"}
 	if c.opts.Fencing {
 		want["appendonly"] = "yes"
@@ -60,11 +60,11 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 	asking := make([]atomic.Pointer[string], len(c.nodes))
 	first := "CONFIG GET"
 	// Close waits for the calls still out after CheckNodes returns.
-	c.calls.Add(len(c.nodes))
+	c.inFlight.Add(len(c.nodes))
 	for i := range c.nodes {
 		asking[i].Store(&first)
 		go func() {
-			defer c.calls.Done()
+			defer c.inFlight.Done()
 			results <- checkNode(ctx, i, c.nodes[i].rdb, want, &asking[i])
 		}()
 	}

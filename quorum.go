@@ -65,9 +65,9 @@ type round struct {
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
-	// abandoned is set when a failed acquire or hand-over round is cleaned up: its
+	// abandoned is set when a failed acquire or handoff round is cleaned up: its
 	// calls that are still queued, not sent, are then dropped (answered "no": nothing
-	// was set; after a hand-over the old token stays, for the plain release that
+	// was set; after a handoff the old token stays, for the plain release that
 	// follows).
 	abandoned atomic.Bool
 }
@@ -117,20 +117,34 @@ func (r *round) lacks(i int) bool {
 	return out == outNo || out == outFailed
 }
 
+// stepRequest is one step for Client.start to send to every node.
+type stepRequest struct {
+	step step
+	// keys are the script's KEYS. A step that uses the fencing counter is given the
+	// lock key only: each node gets the counter's names for its kind (fenceKeys).
+	keys []string
+	args []any // the script's ARGV
+	// after, when not nil, is this lock's previous round: on a node where that round's
+	// call is still out, the new call waits for it to return and is queued only then,
+	// so a DEL never overtakes a SET on the same node.
+	after *round
+	// mustLand: a call that waited behind after's call past the node timeout is still
+	// sent (a release must land). Without it such a call is dropped: stale extends would
+	// only pile up behind a stalled node.
+	mustLand bool
+	// need, when not nil, is asked once after's call to node i has returned whether
+	// node i needs this call at all; a node that does not gets none and counts as
+	// having answered no.
+	need func(i int) bool
+}
+
 // start queues the step's script for every node at once (each node's sender sends it,
 // batched with the node's other calls) and returns the round whose replies arrive on
 // r.replies. Node calls run on a context the caller cannot cancel and are tracked by
-// c.calls, so none outlives Client.Close.
-//
-// after, when not nil, is this lock's previous round: on a node where that round's call
-// is still out, the new call waits for it to return and is queued only then, so a DEL
-// never overtakes a SET on the same node. If it waited past the node timeout, the new
-// call is sent anyway when always is set (a release must land), and dropped otherwise
-// (stale extends would only pile up behind a stalled node). need, when not nil, is asked
-// once the earlier call has returned whether node i needs this call at all; a node that
-// does not gets none and counts as having answered no. A step that uses the fencing
-// counter is given the lock key only: each node gets the counter's names for its kind.
-func (c *Client) start(ctx context.Context, st step, keys []string, args []any, after *round, always bool, need func(i int) bool) *round {
+// c.inFlight, so none outlives Client.Close. req says what to send and how it is ordered
+// behind the lock's earlier calls.
+func (c *Client) start(ctx context.Context, req stepRequest) *round {
+	st, keys, after := req.step, req.keys, req.after
 	n := len(c.nodes)
 	r := &round{
 		replies: make(chan reply, n),
@@ -143,7 +157,7 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
-	c.calls.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
+	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
 	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
 	// phases in which nothing was sent yet. Reads and writes are bounded by go-redis's
@@ -168,7 +182,7 @@ func (c *Client) start(ctx context.Context, st step, keys []string, args []any, 
 			nodeKeys = withCounter[kind]
 		}
 		call := callPool.Get().(*nodeCall)
-		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: args, need: need, always: always}
+		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: req.args, need: req.need, mustLand: req.mustLand}
 		c.nodes[i].s.enqueue(call, after)
 	}
 	return r

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/url"
 	"reflect"
 	"sync"
@@ -20,6 +19,22 @@ import (
 // waiting to retry when Close was called.
 var ErrClosed = errors.New("redlock: client closed")
 
+// The lock order. A goroutine that holds more than one of the library's mutexes took
+// them in this order (an arrow: the left one is held while the right one is taken; a
+// step may skip any of them):
+//
+//	Lock.op → Client.closeMu → Lock.mu   (Lock.begin; KeepAlive)
+//	Lock.op → queues.mu → Lock.mu        (Release, handoff; queues.granted and heldHere
+//	                                      read the validity of any lock of the Client)
+//	Lock.op → sender.mu                  (Client.start queues a lock's node calls)
+//
+// Client.closeMu and queues.mu are never held together. Lock.mu, sender.mu and
+// fenceCache.mu are innermost: nothing else is locked, and nothing is waited for, while
+// one of them is held. Two waits are part of the order too: Release stops a running
+// KeepAlive (keeper.halt waits for its goroutine) holding neither l.op nor l.mu, since
+// that goroutine takes both (Extend, detach); and an Acquire waits for its queue turn,
+// a wake-up or a handoff holding no mutex.
+
 // Client acquires locks held across N independent Redis masters. It is safe for
 // concurrent use by many goroutines.
 type Client struct {
@@ -27,16 +42,16 @@ type Client struct {
 	opts  Options // with defaults applied
 	owned bool    // the go-redis clients were made by NewFromURLs and are closed by Close
 
-	closeMu sync.RWMutex
-	closed  bool
-	closing chan struct{}  // closed when Close starts: waiting Acquires give up
-	shut    chan struct{}  // closed when Close has finished
-	shutErr error          // what the first Close returned
-	calls   sync.WaitGroup // operations, and node calls in flight (also ones a step stopped waiting for)
-	keepers sync.WaitGroup // KeepAlive goroutines: Close ends them and waits
+	closeMu  sync.RWMutex // guards closed; see the lock order above Client
+	closed   bool
+	closing  chan struct{}  // closed when Close starts: waiting Acquires give up
+	shut     chan struct{}  // closed when Close has finished
+	shutErr  error          // what the first Close returned
+	inFlight sync.WaitGroup // steps in progress, and node calls not yet returned (also ones a step stopped waiting for)
+	keepers  sync.WaitGroup // KeepAlive goroutines: Close ends them and waits
 
 	fences fenceCache // with Options.Fencing: the highest counter seen per key
-	queues queues     // waiting Acquire calls per key, and release subscriptions
+	queues queues     // waiters (blocking Acquires) per key, and release subscriptions
 
 	senders     sync.WaitGroup // the nodes' sender goroutines (sender.go)
 	sendersQuit chan struct{}  // closed by Close after the last node call: senders exit
@@ -182,7 +197,7 @@ func sameClient(a, b any) bool {
 func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 
 // Shutdown closes the Client. From its first call on, new steps fail with ErrClosed,
-// waiting Acquires give up, no attempt or hand-over still out grants a lock (one that
+// waiting Acquires give up, no attempt or handoff still out grants a lock (one that
 // wins a majority after Shutdown began is released and its Acquire fails with
 // ErrClosed), and
 // every KeepAlive ends, its context cancelled with a cause matching ErrClosed: at once,
@@ -238,7 +253,7 @@ func (c *Client) Shutdown(ctx context.Context) error {
 // closes the go-redis clients if the Client owns them, and closes c.shut.
 func (c *Client) finishClose() {
 	c.keepers.Wait()
-	c.calls.Wait()
+	c.inFlight.Wait()
 	c.queues.close()
 	close(c.sendersQuit)
 	c.senders.Wait()
@@ -262,24 +277,24 @@ func (c *Client) isClosed() bool {
 }
 
 // enter registers a step that Close must wait for; it fails once Close has begun.
-// The caller must call c.calls.Done when the step is over.
+// The caller must call c.inFlight.Done when the step is over.
 func (c *Client) enter() bool {
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()
 	if c.closed {
 		return false
 	}
-	c.calls.Add(1)
+	c.inFlight.Add(1)
 	return true
 }
 
 // Acquire takes the lock named key for ttl, retrying after each failed attempt until it
 // succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts when
-// the lock is released: at once when this Client released it (often the lock is handed
-// straight over), after a short random pause when a majority of nodes announced the
+// the lock is released: at once when this Client released it (often by a direct
+// handoff), after a short random pause when a majority of nodes announced the
 // release (see the package documentation); otherwise after the delay
 // Options.RetryDelay gives; an attempt that lost a race with other Clients' attempts
-// (some nodes said yes) is retried once after a few round trips. Acquire calls of one
+// (some nodes said yes) is retried once after a few round trips. Acquires of one
 // Client for the same key wait their turn in arrival order, and an Acquire right after
 // this Client released the key while other Clients listened for it lets them go first
 // (it waits about four round trips plus 1 ms, at most Options.NodeTimeout).
@@ -305,134 +320,26 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	var last *QuorumError
-	var took time.Duration // how long the latest attempt took to hear from a majority
-	attempt := 1
-	var seen uint64 // wake-ups of key's waiters before the attempt below
+	w := c.newWaiter(ctx, key, ttl)
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
 		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
-		seen = c.queues.wakes(key)
-		lock, qe, err := c.try(ctx, key, ttl)
-		if lock != nil || err != nil {
+		w.seen = c.queues.wakes(key)
+		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
-		took = qe.quorum
-		if qe.ctxErr != nil || c.opts.MaxAttempts == 1 || qe.hopeless() {
-			return nil, qe
-		}
-		last, attempt = qe, 2
+		w.waitFirst = true // the attempt just made counts: wait before the next
 	}
-	t := c.queues.join(key)
-	defer t.leave()
-	if err := t.wait(ctx, c.closing); err != nil {
-		if errors.Is(err, ErrClosed) {
-			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
-		}
-		if last != nil {
-			last.ctxErr = err
-			return nil, last
-		}
-		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err)
+	err := w.queue()
+	defer w.t.leave()
+	if err != nil {
+		return nil, err
 	}
-	if last != nil && last.Refused > 0 {
-		t.subscribe() // held elsewhere: hear when it is released
-	}
-	waitFirst := last != nil // the attempt just made counts: wait before the next
-	// quick: the latest attempt lost a race, so the next one comes soon; at most once
-	// between two wake-ups (quickUsed).
-	quick := last != nil && lostRace(last, took)
-	quickUsed := quick
 	for {
-		wake, wakes := t.woken()
-		if waitFirst && wakes != seen {
-			// Released while the attempt before queueing was out: attempt now, after
-			// the pause any woken head takes.
-			waitFirst, quickUsed = false, false
-			c.pause(ctx, t.pause(took))
+		if lock, err := w.pass(); lock != nil || err != nil {
+			return lock, err
 		}
-		seen = wakes
-		now := c.opts.Clock.Now()
-		held := t.heldHere(now) // a lock of this Client holds the key until then
-		if !waitFirst && held.IsZero() {
-			lock, qe, err := c.try(ctx, key, ttl)
-			if lock != nil || err != nil {
-				return lock, err
-			}
-			took = qe.quorum // a round trip to a majority, not the wait for silent nodes
-			if qe.ctxErr != nil && qe.Refused == 0 && last != nil && last.kind == ErrUnavailable {
-				// Cut short by ctx without a sign of contention: the last complete attempt
-				// says more (too many nodes failing) than "not acquired".
-				last.ctxErr = qe.ctxErr
-				return nil, last
-			}
-			last = qe
-			if qe.ctxErr != nil || (c.opts.MaxAttempts > 0 && attempt >= c.opts.MaxAttempts) || qe.hopeless() {
-				return nil, qe
-			}
-			if qe.Refused > 0 {
-				t.subscribe() // held elsewhere: hear when it is released
-			}
-			quick = !quickUsed && lostRace(qe, took)
-			quickUsed = quickUsed || quick
-			attempt++
-		} else if !waitFirst {
-			quick = false // no attempt: this Client's own lock holds the key
-		}
-		waitFirst = false
-		delay := c.opts.RetryDelay(max(attempt-1, 1))
-		if quick {
-			delay = min(delay, took+rand.N(2*took))
-		}
-		if !held.IsZero() {
-			delay = held.Sub(now) // its Release wakes us sooner
-		}
-		var o *offer // a Release of this Client may hand the lock over directly
-		var handed <-chan *Lock
-		if !c.opts.Fencing {
-			o = t.offer(ttl)
-			handed = o.got
-		}
-		var lock *Lock
-		stop := false
-		select {
-		case lock = <-handed:
-			o = nil // claimed and answered
-		case <-ctx.Done():
-			stop = true
-		case <-c.closing:
-			stop = true
-		case <-wake:
-			quickUsed = false
-			c.pause(ctx, t.pause(took))
-		case <-c.opts.Clock.After(delay):
-		}
-		if o != nil && !t.withdraw(o) {
-			lock = <-o.got // a Release is handing the lock over: wait for its outcome
-		}
-		if lock != nil {
-			if ctx.Err() == nil {
-				return lock, nil
-			}
-			_ = lock.Release(context.WithoutCancel(ctx)) // handed over as ctx ended
-		}
-		if !stop && ctx.Err() == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			// The last attempt's class stays: a caller whose deadline passed while
-			// too many nodes were down learns that, not just "not acquired".
-			if last == nil {
-				last = c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, nil)
-			}
-			last.ctxErr = ctx.Err()
-			return nil, last
-		}
-		if last == nil {
-			return nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
-		}
-		return nil, fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", key, ErrClosed, last)
 	}
 }
 
@@ -449,7 +356,7 @@ func (c *Client) pause(ctx context.Context, d time.Duration) {
 }
 
 // TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
-// behind this Client's waiting Acquire calls).
+// behind this Client's waiting Acquires).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
@@ -473,16 +380,16 @@ func (c *Client) check(key string, ttl time.Duration) error {
 // Client's waiters. err is set when the attempt could not run at all.
 func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
 	if !c.enter() {
-		return nil, nil, fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+		return nil, nil, closedError(key)
 	}
 	lock, qe, err := c.attempt(ctx, key, ttl)
 	if lock != nil && c.isClosed() {
 		// Shutdown began while the attempt was out, and may have returned already:
 		// grant nothing after it.
-		c.cleanup(ctx, key, lock.token, lock.calls)
+		c.cleanup(ctx, key, lock.token, lock.lastRound)
 		lock, qe, err = nil, nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", key, ErrClosed)
 	}
-	c.calls.Done()
+	c.inFlight.Done()
 	if lock != nil {
 		c.queues.granted(lock)
 	}
@@ -560,12 +467,12 @@ func newToken() (string, error) {
 // token (0 without fencing).
 func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, st, keys, args, nil, false, nil)
+	r := c.start(ctx, stepRequest{step: st, keys: keys, args: args})
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), calls: r}, nil, t
+		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), lastRound: r}, nil, t
 	}
 	c.cleanup(ctx, key, token, r)
 	kind := ErrUnavailable
@@ -592,7 +499,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		// reset the counters since.
 		c.fences.forget(key)
 	}
-	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepFenceRead, keys, nil, nil, false, nil), true)
+	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepRequest{step: stepFenceRead, keys: keys}), true)
 	if ctxErr != nil || !t.won() {
 		kind := ErrUnavailable
 		if ctxErr != nil {
@@ -628,7 +535,8 @@ func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	// A call of r not sent yet is dropped now, so that it cannot set our key after
 	// the next attempt's call to that node has been queued (sender.send).
 	r.abandoned.Store(true)
-	cr := c.start(ctx, stepRelease, []string{key}, []any{token}, r, true, r.mayHold)
+	cr := c.start(ctx, stepRequest{step: stepRelease, keys: []string{key}, args: []any{token},
+		after: r, mustLand: true, need: r.mayHold})
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	for waiting > 0 {
 		select {
@@ -659,10 +567,10 @@ type Lock struct {
 	token string
 	fence int64 // with Options.Fencing, else 0
 
-	op    sync.Mutex // serializes Extend and Release; guards calls
-	calls *round     // this lock's latest round: its next call to a node goes after that one
+	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
+	lastRound *round     // this lock's latest round: its next call to a node goes after that one
 
-	mu         sync.Mutex    // guards the fields below
+	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
 	ttl        time.Duration // of the latest successful Acquire or Extend
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
 	lost       bool          // a loss was proven: until never moves forward again
@@ -754,8 +662,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepExtend, []string{l.key}, []any{l.token, ttl.Milliseconds()}, l.calls, false, nil)
-	l.calls = r
+	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
+	l.lastRound = r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
@@ -799,11 +708,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	st, keys, args := stepAcquire, []string{l.key}, []any{l.token, ttl.Milliseconds()}
+	req := stepRequest{step: stepAcquire, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
 	if l.fence > 0 {
-		st, args = stepFencedAcquire, append(args, l.fence)
+		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
 	}
-	l.calls = l.c.start(context.WithoutCancel(ctx), st, keys, args, r, false, r.lacks)
+	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
 }
 
 // Release deletes the lock on every node that still holds its token, each after the
@@ -847,20 +757,21 @@ func (l *Lock) Release(ctx context.Context) error {
 	args := []any{l.token}
 	if !expired && !c.opts.Fencing {
 		if o, capped = c.queues.claim(l.key); o != nil {
-			handed, token := l.handOff(ctx, o)
+			handed, token := l.handoff(ctx, o)
 			if handed {
 				return nil
 			}
-			if token != "" { // the failed hand-over's token goes with ours
+			if token != "" { // the failed handoff's token goes with ours
 				args = append(args, token)
 			}
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRelease, []string{l.key}, args, l.calls, true, nil)
-	l.calls = r
+	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
+		after: l.lastRound, mustLand: true})
+	l.lastRound = r
 	if o != nil {
-		// The hand-over failed: the waiter attempts by itself, and its calls queue
+		// The handoff failed: the waiter attempts by itself, and its calls queue
 		// behind this release on every node, so they do not meet our stale keys.
 		o.got <- nil
 	}
@@ -889,7 +800,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	return qe
 }
 
-// handOff releases l by handing it straight to the waiting Acquire of this Client that
+// handoff releases l by handing it straight to the waiting Acquire of this Client that
 // made offer o: handoff.lua replaces l's token with a new one on every node, so one
 // step does the work of a release and an acquire. The new lock is granted exactly as
 // an acquired one: with a majority, and validity measured from just before this step.
@@ -897,29 +808,31 @@ func (l *Lock) Release(ctx context.Context) error {
 // the step not sent yet are dropped, and token (when one was made) is the new token,
 // which the caller's plain release must delete wherever it landed, before it tells the
 // waiter (o.got <- nil). The caller holds l.op and has checked that l is valid.
-func (l *Lock) handOff(ctx context.Context, o *offer) (handed bool, token string) {
+func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string) {
 	c := l.c
 	token, err := newToken()
 	if err != nil {
 		return false, ""
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepHandOff, []string{l.key}, []any{l.token, token, o.ttl.Milliseconds()}, l.calls, true, nil)
-	l.calls = r // the plain release after a failed hand-over waits behind these calls
+	r := c.start(ctx, stepRequest{step: stepHandoff, keys: []string{l.key},
+		args: []any{l.token, token, o.ttl.Milliseconds()}, after: l.lastRound, mustLand: true})
+	l.lastRound = r // the plain release after a failed handoff waits behind these calls
 	t, _, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	// After Shutdown began nothing is granted (as in try): the waiter could not even
-	// release the lock. The hand-over then counts as failed, and the caller's release
+	// release the lock. The handoff then counts as failed, and the caller's release
 	// deletes the new token with ours.
 	if v := validity(o.ttl, now.Sub(start), c.opts.DriftFactor); ctxErr == nil && t.won() && v > 0 && !c.isClosed() {
-		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), calls: r}
+		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), lastRound: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
 		o.got <- next
-		// Where the hand-over call failed, our token may still hold the key: release
+		// Where the handoff call failed, our token may still hold the key: release
 		// it there once that call has returned, so the node is not blocked until our
 		// TTL ends. Nobody waits for it.
-		c.start(context.WithoutCancel(ctx), stepRelease, []string{l.key}, []any{l.token}, r, true, r.failed)
+		c.start(context.WithoutCancel(ctx), stepRequest{step: stepRelease, keys: []string{l.key},
+			args: []any{l.token}, after: r, mustLand: true, need: r.failed})
 		return true, token
 	}
 	// Unsent calls set nothing; the others are undone by the caller's release.
@@ -940,7 +853,7 @@ func (l *Lock) begin(op string) error {
 
 // end finishes a step started by begin.
 func (l *Lock) end() {
-	l.c.calls.Done()
+	l.c.inFlight.Done()
 	l.op.Unlock()
 }
 

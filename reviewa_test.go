@@ -10,13 +10,13 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// TestReviewAHandOverAfterShutdown: a Release that began before Shutdown hands the
-// lock over to a waiting Acquire of the same Client; the hand-over wins its majority
+// TestReviewAHandoffAfterShutdown: a Release that began before Shutdown hands the
+// lock over to a waiting Acquire of the same Client; the handoff wins its majority
 // only after Shutdown began (two of three nodes were paused). Shutdown promises that
 // nothing is granted after it began, so the waiter must fail with ErrClosed and the
 // handed-over key must not stay on the nodes: a lock returned there could not even be
 // released (Release after Shutdown returns ErrClosed).
-func TestReviewAHandOverAfterShutdown(t *testing.T) {
+func TestReviewAHandoffAfterShutdown(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{
 		NodeTimeout: 5 * time.Second,
 		RetryDelay:  func(int) time.Duration { return time.Hour },
@@ -34,12 +34,12 @@ func TestReviewAHandOverAfterShutdown(t *testing.T) {
 	c.servers[1].Pause()
 	released := make(chan error, 1)
 	go func() { released <- holder.Release(context.Background()) }()
-	// The Release claims the offer before its hand-over step goes out.
+	// The Release claims the offer before its handoff step goes out.
 	eventually(t, "the Release to claim the offer", func() bool { return !c.client.Offered("handed") })
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := c.client.Shutdown(gone); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Shutdown with the hand-over out: got %v, want context.Canceled", err)
+		t.Fatalf("Shutdown with the handoff out: got %v, want context.Canceled", err)
 	}
 	c.servers[0].Resume()
 	c.servers[1].Resume()

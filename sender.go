@@ -24,14 +24,14 @@ import (
 
 // sender queues one node's calls and sends them.
 type sender struct {
-	nd      *node
-	calls   *sync.WaitGroup // Client.calls: one Done per delivered call
-	quit    <-chan struct{} // closed by Client.Close once every call was delivered
-	wg      *sync.WaitGroup // the Client's sender goroutines
-	timeout time.Duration   // Options.NodeTimeout
-	clock   Clock
+	nd       *node
+	inFlight *sync.WaitGroup // Client.inFlight: one Done per delivered call
+	quit     <-chan struct{} // closed by Client.Close once every call was delivered
+	wg       *sync.WaitGroup // the Client's sender goroutines
+	timeout  time.Duration   // Options.NodeTimeout
+	clock    Clock
 
-	mu      sync.Mutex
+	mu      sync.Mutex // innermost (see the lock order above Client)
 	queue   []*nodeCall
 	front   []*nodeCall   // parked calls freed by the batch out now: sent before queue
 	running bool          // a sender goroutine exists
@@ -57,7 +57,8 @@ type nodeCall struct {
 	need   func(i int) bool
 	parked bool      // it waited for an earlier call to this node (roundCall.next)
 	next   *nodeCall // the next call parked behind the same earlier call
-	always bool
+	// mustLand: sent even after waiting past the node timeout (stepRequest.mustLand)
+	mustLand bool
 
 	out outcome
 	v   int64
@@ -68,7 +69,7 @@ var callPool = sync.Pool{New: func() any { return new(nodeCall) }}
 
 func newSender(nd *node, c *Client) *sender {
 	return &sender{
-		nd: nd, calls: &c.calls, quit: c.sendersQuit, wg: &c.senders,
+		nd: nd, inFlight: &c.inFlight, quit: c.sendersQuit, wg: &c.senders,
 		timeout: c.opts.NodeTimeout, clock: c.opts.Clock,
 		wake: make(chan struct{}, 1),
 	}
@@ -169,7 +170,7 @@ func (s *sender) send(batch []*nodeCall) {
 		if s.dropped(c) {
 			// Calls parked behind a dropped call were freed to s.front: they go before
 			// the rest of this batch, as they would had the call been sent (a release
-			// after a failed hand-over must precede the waiter's SET).
+			// after a failed handoff must precede the waiter's SET).
 			s.mu.Lock()
 			if len(s.front) > 0 {
 				batch = append(append([]*nodeCall(nil), s.front...), batch...)
@@ -194,10 +195,10 @@ func (s *sender) dropped(c *nodeCall) bool {
 	case c.r.abandoned.Load():
 		// Its attempt failed and is being cleaned up: sending the SET now would only
 		// leave a key for the clean-up to delete, possibly after the next attempt's SET
-		// queued behind it met that key. (A dropped hand-over call leaves the old
+		// queued behind it met that key. (A dropped handoff call leaves the old
 		// token, which the plain release parked behind it deletes.)
 		s.deliver(c, outNo, 0, nil)
-	case c.parked && !c.always && !s.clock.Now().Before(c.r.deadline):
+	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
 		// Waited behind a stalled call past its own node timeout: a stale extend would
 		// only pile up behind the stalled node.
 		s.deliver(c, outFailed, 0, errNodeBusy)
@@ -249,7 +250,7 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	s.mu.Unlock()
 	r.finished()
 	close(rc.done)
-	s.calls.Done()
+	s.inFlight.Done()
 }
 
 // latest returns the context of the batch's call whose deadline is the latest (one

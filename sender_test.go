@@ -183,18 +183,18 @@ func wantGranted(c *cluster, key string, y result) {
 	}
 }
 
-// TestFailedHandOffWithUnsentCall: a hand-over that fails while its call to node 3 is
+// TestFailedHandoffWithUnsentCall: a handoff that fails while its call to node 3 is
 // still queued, unsent (node 3's sender is busy with another lock's call), drops that
 // call, so the old token stays on node 3 and the plain release that follows deletes
 // it: Release succeeds. Node 1's key was replaced behind the holder's back, so the
-// hand-over cannot win. Were the dropped call sent late, it would replace the old
+// handoff cannot win. Were the dropped call sent late, it would replace the old
 // token on node 3 and the release would find it gone there.
-func TestFailedHandOffWithUnsentCall(t *testing.T) {
+func TestFailedHandoffWithUnsentCall(t *testing.T) {
 	c, gate, _ := gatedCluster(t)
 	ctx := t.Context()
-	// One successful hand-over first, so that the Client is subscribed to the key's
+	// One successful handoff first, so that the Client is subscribed to the key's
 	// channel already: a new subscription wakes the waiting head, which withdraws its
-	// offer for a moment, and a Release in that moment would not try a hand-over.
+	// offer for a moment, and a Release in that moment would not try a handoff.
 	first, err := c.client.TryAcquire(ctx, "baton", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestFailedHandOffWithUnsentCall(t *testing.T) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	holder := wantResult(t, "the first hand-over", second).lock
+	holder := wantResult(t, "the first handoff", second).lock
 	holder.WaitForCalls()
 	waiter := acquireAsync(ctx, c.client, "baton", time.Minute)
 	eventually(t, "the waiter's offer", func() bool { return c.client.Offered("baton") })
@@ -222,14 +222,14 @@ func TestFailedHandOffWithUnsentCall(t *testing.T) {
 	}
 	released := make(chan error, 1)
 	go func() { released <- holder.Release(ctx) }()
-	// The hand-over gave up: its clean-up removed the new token from node 2, where
-	// the hand-over had replaced the old one.
-	eventually(t, "the failed hand-over's clean-up on node 2", func() bool {
+	// The handoff gave up: its clean-up removed the new token from node 2, where
+	// the handoff had replaced the old one.
+	eventually(t, "the failed handoff's clean-up on node 2", func() bool {
 		return c.admin[1].Exists(ctx, "baton").Val() == 0
 	})
 	gate.release()
 	if err := <-released; err != nil {
-		t.Fatalf("Release after a failed hand-over: %v", err)
+		t.Fatalf("Release after a failed handoff: %v", err)
 	}
 	r := wantResult(t, "the waiter", waiter) // by its own attempts
 	r.lock.WaitForCalls()

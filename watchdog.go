@@ -75,7 +75,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 		cancel(cause)
 		return lockCtx, func() {}
 	}
-	// Lock order: the Client's closeMu, then l.mu. Close waits for every keeper
+	// closeMu, then l.mu (see the lock order above Client). Close waits for every keeper
 	// registered before it began, and none can register after.
 	c.closeMu.RLock()
 	defer c.closeMu.RUnlock()

@@ -1,0 +1,203 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// waiter is one blocking Acquire: its attempts, the pacing between them, its waits for
+// a wake-up or a handoff, and the error it ends with. Its fields are the state that one
+// pass of the head's loop hands to the next.
+type waiter struct {
+	c   *Client
+	ctx context.Context
+	key string
+	ttl time.Duration
+	t   *ticket // the waiter's place in the key's queue; nil before it queued
+
+	last    *QuorumError  // the latest failed attempt; nil before the first
+	took    time.Duration // how long the latest attempt took to hear from a majority
+	attempt int           // the number of the next attempt, from 1
+	seen    uint64        // wake-ups of the key's waiters before the latest attempt
+	// waitFirst: the attempt made before queueing counts; the head waits before the next.
+	waitFirst bool
+	// quick: the latest attempt lost a race, so the next one comes soon; at most once
+	// between two wake-ups (quickUsed).
+	quick, quickUsed bool
+}
+
+// newWaiter returns the waiter of one Acquire, before its first attempt.
+func (c *Client) newWaiter(ctx context.Context, key string, ttl time.Duration) *waiter {
+	return &waiter{c: c, ctx: ctx, key: key, ttl: ttl, attempt: 1}
+}
+
+// queue puts w at the back of its key's queue and waits for its turn. The caller must
+// call w.t.leave once w is done. A non-nil error is Acquire's.
+func (w *waiter) queue() error {
+	w.t = w.c.queues.join(w.key)
+	if err := w.t.wait(w.ctx, w.c.closing); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return closedError(w.key)
+		}
+		return w.stopped()
+	}
+	if w.last != nil && w.last.Refused > 0 {
+		w.t.subscribe() // held elsewhere: hear when it is released
+	}
+	return nil
+}
+
+// pass is one turn of the head's loop: an attempt, unless the head must wait first or
+// a lock of this Client holds the key, then a wait for a wake-up, a handoff or the
+// pacing delay. Nil lock and error mean: go round again.
+func (w *waiter) pass() (*Lock, error) {
+	c, t := w.c, w.t
+	wake, wakes := t.woken()
+	if w.waitFirst && wakes != w.seen {
+		// Released while the attempt before queueing was out: attempt now, after the
+		// pause any woken head takes.
+		w.waitFirst, w.quickUsed = false, false
+		c.pause(w.ctx, t.pause(w.took))
+	}
+	w.seen = wakes
+	now := c.opts.Clock.Now()
+	held := t.heldHere(now) // a lock of this Client holds the key until then
+	switch {
+	case w.waitFirst:
+	case held.IsZero():
+		if lock, err := w.try(); lock != nil || err != nil {
+			return lock, err
+		}
+	default:
+		w.quick = false // no attempt: this Client's own lock holds the key
+	}
+	w.waitFirst = false
+	p := pacing{failed: w.attempt - 1, quick: w.quick, took: w.took, held: held}
+	return w.sleep(wake, p.delay(now, c.opts.RetryDelay, rand.N[time.Duration]))
+}
+
+// try makes one attempt. Nil lock and error mean that it failed and Acquire goes on:
+// w has recorded it for the pacing.
+func (w *waiter) try() (*Lock, error) {
+	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl)
+	if lock != nil || err != nil {
+		return lock, err
+	}
+	w.took = qe.quorum // a round trip to a majority, not the wait for silent nodes
+	if err := w.verdict(qe); err != nil {
+		return nil, err
+	}
+	w.last = qe
+	w.attempt++
+	if qe.Refused > 0 && w.t != nil {
+		w.t.subscribe() // held elsewhere: hear when it is released
+	}
+	w.quick = !w.quickUsed && lostRace(qe, w.took)
+	w.quickUsed = w.quickUsed || w.quick
+	return nil, nil
+}
+
+// sleep waits for a handoff, a wake-up, the delay, the end of ctx or Close. Nil lock
+// and error mean: attempt again.
+func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error) {
+	c, t := w.c, w.t
+	var o *offer // a Release of this Client may hand the lock off directly
+	var handed <-chan *Lock
+	if !c.opts.Fencing {
+		o = t.offer(w.ttl)
+		handed = o.got
+	}
+	var lock *Lock
+	stop := false
+	select {
+	case lock = <-handed:
+		o = nil // claimed and answered
+	case <-w.ctx.Done():
+		stop = true
+	case <-c.closing:
+		stop = true
+	case <-wake:
+		w.quickUsed = false
+		c.pause(w.ctx, t.pause(w.took))
+	case <-c.opts.Clock.After(delay):
+	}
+	if o != nil && !t.withdraw(o) {
+		lock = <-o.got // a Release is handing the lock off: wait for its outcome
+	}
+	if lock != nil {
+		if w.ctx.Err() == nil {
+			return lock, nil
+		}
+		_ = lock.Release(context.WithoutCancel(w.ctx)) // handed off as ctx ended
+	}
+	if !stop && w.ctx.Err() == nil {
+		return nil, nil
+	}
+	return nil, w.stopped()
+}
+
+// pacing is what the head's wait before its next attempt depends on.
+type pacing struct {
+	failed int           // attempts failed so far
+	quick  bool          // the latest attempt lost a race (lostRace)
+	took   time.Duration // its round trip to a majority
+	held   time.Time     // a lock of this Client holds the key until then; zero: none
+}
+
+// delay is the pacing decision: how long the head waits before its next attempt (a
+// wake-up or a handoff ends the wait sooner). By default, what retry (Options.RetryDelay)
+// gives for the attempts failed so far; after a lost race, one to three round trips if
+// that is sooner; while a lock of this Client holds the key, until that lock's validity
+// ends (its Release wakes the head first). jitter(n) returns a random duration in
+// [0, n); with the two functions fixed, delay depends on its inputs only.
+func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitter func(n time.Duration) time.Duration) time.Duration {
+	d := retry(max(p.failed, 1))
+	if p.quick {
+		d = min(d, p.took+jitter(2*p.took))
+	}
+	if !p.held.IsZero() {
+		d = p.held.Sub(now)
+	}
+	return d
+}
+
+// verdict classifies a failed attempt: nil means Acquire retries; otherwise the error
+// is Acquire's. It is the one place, with stopped, that decides how Acquire fails.
+func (w *waiter) verdict(qe *QuorumError) error {
+	if qe.ctxErr != nil && qe.Refused == 0 && w.last != nil && w.last.kind == ErrUnavailable {
+		// Cut short by ctx without a sign of contention: the last complete attempt
+		// says more (too many nodes failing) than "not acquired".
+		w.last.ctxErr = qe.ctxErr
+		return w.last
+	}
+	if maxAttempts := w.c.opts.MaxAttempts; qe.ctxErr != nil || (maxAttempts > 0 && w.attempt >= maxAttempts) || qe.hopeless() {
+		return qe
+	}
+	return nil
+}
+
+// stopped returns Acquire's error once ctx ended or the Client closed while no attempt
+// was out.
+func (w *waiter) stopped() error {
+	if err := w.ctx.Err(); err != nil {
+		// The last attempt's class stays: a caller whose deadline passed while too
+		// many nodes were down learns that, not just "not acquired".
+		if w.last == nil {
+			w.last = w.c.quorumError("acquire", w.key, newTally(len(w.c.nodes)), nil, ErrNotAcquired, nil)
+		}
+		w.last.ctxErr = err
+		return w.last
+	}
+	if w.last == nil {
+		return closedError(w.key)
+	}
+	return fmt.Errorf("redlock: acquire %q: %w (last attempt: %v)", w.key, ErrClosed, w.last)
+}
+
+// closedError is Acquire's error when the Client is closed.
+func closedError(key string) error {
+	return fmt.Errorf("redlock: acquire %q: %w", key, ErrClosed)
+}
