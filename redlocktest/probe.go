@@ -2,6 +2,7 @@ package redlocktest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -48,13 +48,16 @@ func loopback(port int) string {
 }
 
 // waitReady polls addr until the server answers PING with PONG, exited reports that it
-// is gone, or readyTimeout passes. A pid > 0 must also be the process_id the server
+// is gone, ctx ends, or readyTimeout passes. A pid > 0 must also be the process_id the server
 // reports, so that another server that grabbed the port does not count.
-func waitReady(addr string, pid int, exited func() bool) error {
+func waitReady(ctx context.Context, addr string, pid int, exited func() bool) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if exited() {
 			return errExited
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s not ready: %w", addr, err)
 		}
 		err := probe(addr, pid)
 		if err == nil {
@@ -144,20 +147,21 @@ func (e *startError) portTaken() bool {
 
 // retryPorts runs launch with fresh ports until it succeeds, fails for a reason other
 // than a port taken between freePort and the server binding it, or startAttempts
-// attempts have been made.
-func retryPorts(t testing.TB, what string, launch func() error) {
-	t.Helper()
+// attempts have been made. logf, when not nil, hears about each retry.
+func retryPorts(ctx context.Context, logf func(format string, args ...any), what string, launch func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := launch()
 		if err == nil {
-			return
+			return nil
 		}
 		var se *startError
-		if attempt < startAttempts && errors.As(err, &se) && se.portTaken() {
-			t.Logf("redlocktest: port %d was taken, retrying with another port", se.port)
+		if attempt < startAttempts && ctx.Err() == nil && errors.As(err, &se) && se.portTaken() {
+			if logf != nil {
+				logf("redlocktest: port %d was taken, retrying with another port", se.port)
+			}
 			continue
 		}
-		t.Fatalf("redlocktest: starting %s: %v", what, err)
+		return fmt.Errorf("starting %s: %w", what, err)
 	}
 }
 
