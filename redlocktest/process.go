@@ -45,9 +45,9 @@ func (processes) Start(t T, opts Options) Node {
 // RestartErr, RestartAfterErr, JumpErr).
 //
 // Either way the process gets SIGKILL from the kernel (Pdeathsig) if the program dies
-// without stopping it. The package starts no goroutines for it: readiness is probed
-// with a raw TCP connection and the process is reaped synchronously, which keeps it
-// compatible with go.uber.org/goleak.
+// without stopping it. Nothing of the kit outlives a call for it: readiness is probed
+// with a go-redis client closed after each probe, and the process is reaped
+// synchronously, which keeps it compatible with go.uber.org/goleak.
 type Process struct {
 	t       T // the owning test; nil for StartProcess
 	bin     string
