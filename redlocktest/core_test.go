@@ -12,6 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// T must stay a part of testing.TB, so that every test's t is a T.
+var _ T = testing.TB(nil)
+
 // emptyTempDir points os.TempDir (which StartProcess uses) at a new directory of the
 // test and returns it, so that the test can see what StartProcess leaves behind.
 func emptyTempDir(t *testing.T) string {
