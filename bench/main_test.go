@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -19,12 +22,11 @@ var (
 )
 
 // servers are started on first use and shared by every test and benchmark of the
-// process. They belong to serversOwner, the t of the redlocktest.Run in which TestMain
-// runs the tests, whose clean-ups stop them by PID when the tests are done.
+// process. They are started with the kit's core (redlocktest.StartProcess), so they
+// belong to no test, and TestMain closes them (by PID) when the tests are done.
 var (
-	serversMu    sync.Mutex
-	serversOwner testing.TB
-	servers      []*redlocktest.Process
+	serversMu sync.Mutex
+	servers   []*redlocktest.Process
 )
 
 // units tells benchstat which direction is better for the custom metrics.
@@ -52,11 +54,11 @@ func TestMain(m *testing.M) {
 			fmt.Println(u)
 		}
 	}
-	code := 1
-	err := redlocktest.Run(func(t testing.TB) {
-		serversOwner = t
-		code = m.Run()
-	})
+	code := m.Run()
+	serversMu.Lock()
+	err := redlocktest.CloseAll(servers)
+	servers = nil
+	serversMu.Unlock()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "redis-server nodes:", err)
 		code = 1
@@ -78,25 +80,17 @@ func startNodes(tb testing.TB, n int) []*redlocktest.Process {
 	serversMu.Lock()
 	defer serversMu.Unlock()
 	for len(servers) < n {
-		servers = append(servers, redlocktest.Start(lender{TB: tb, owner: serversOwner}, redlocktest.Options{}))
+		p, err := redlocktest.StartProcess(context.Background(), redlocktest.Options{})
+		if err != nil {
+			if errors.Is(err, exec.ErrNotFound) && os.Getenv(redlocktest.SkipEnv) == "1" {
+				tb.Skipf("%v; skipping because %s=1", err, redlocktest.SkipEnv)
+			}
+			tb.Fatalf("%v", err)
+		}
+		servers = append(servers, p)
 	}
 	return servers[:n]
 }
-
-// lender is the testing.TB that startNodes gives redlocktest.Start: a failure or skip
-// while the node starts ends the test or benchmark that asked for it (tb), but the
-// node's clean-up, its directory and any error of its clean-up belong to owner, so the
-// node outlives tb and serves the benchmarks that follow. (The benchmarks never kill
-// or restart a shared node, which would fail the lender's tb after its end.)
-type lender struct {
-	testing.TB
-	owner testing.TB
-}
-
-func (l lender) Cleanup(fn func())                 { l.owner.Cleanup(fn) }
-func (l lender) TempDir() string                   { return l.owner.TempDir() }
-func (l lender) Error(args ...any)                 { l.owner.Error(args...) }
-func (l lender) Errorf(format string, args ...any) { l.owner.Errorf(format, args...) }
 
 // open opens l on the first n nodes (node 0 only for a single-node library) and
 // closes it when tb ends.

@@ -44,21 +44,31 @@ func (c Clock) spec(offset time.Duration) string {
 // A forward jump longer than a key's remaining TTL expires the key. Jump fails the
 // test unless the node was started with Options.Clock.
 func (p *Process) Jump(d time.Duration) {
-	p.t.Helper()
+	if p.t != nil {
+		p.t.Helper()
+	}
+	if err := p.JumpErr(d); err != nil {
+		p.fail(err)
+	}
+}
+
+// JumpErr is Jump, returning its error instead of failing the test.
+func (p *Process) JumpErr(d time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.clock == nil {
-		p.t.Fatalf("redlocktest: Jump on %s: the node was not started with Options.Clock", loopback(p.port))
+		return fmt.Errorf("redlocktest: Jump on %s: the node was not started with Options.Clock", loopback(p.port))
 	}
 	p.offset += d
 	if err := p.writeClockLocked(); err != nil {
-		p.t.Fatalf("redlocktest: Jump on %s: %v", loopback(p.port), err)
+		return fmt.Errorf("redlocktest: Jump on %s: %w", loopback(p.port), err)
 	}
 	sign := ""
 	if d >= 0 {
 		sign = "+"
 	}
 	p.recordLocked(EventJump, sign+d.String())
+	return nil
 }
 
 // clockDetail describes the node's clock for its start event: "" for the real clock.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"testing"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -21,14 +20,14 @@ type Cluster struct {
 	// Masters are the cluster's nodes, in slot order: Masters[0] serves slot 0.
 	Masters []*Process
 
-	t testing.TB
+	t T
 }
 
 // StartCluster starts n cluster-enabled redis-servers (with opts), splits the 16384
 // slots between them in equal ranges, introduces them to each other, and returns once
 // every node reports cluster_state:ok and knows all n nodes. Everything is stopped
 // when the test ends.
-func StartCluster(t testing.TB, n int, opts Options) *Cluster {
+func StartCluster(t T, n int, opts Options) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("redlocktest: StartCluster needs at least one node, got %d", n)

@@ -44,11 +44,20 @@
 //
 // # Ownership and clean-up
 //
-// Everything is started on behalf of a testing.TB and stopped by a t.Cleanup registered
-// when it starts: processes are killed and reaped by PID (and get SIGKILL from the
-// kernel if the test binary dies first), containers are removed, proxies are closed,
-// clients are closed. Methods that cannot do their job fail the test with t.Fatalf, so
-// they must be called from the test's goroutine.
+// Everything is started on behalf of a T (the part of testing.TB the kit uses, which
+// every test's t satisfies) and stopped by a t.Cleanup registered when it starts:
+// processes are killed and reaped by PID (and get SIGKILL from the kernel if the test
+// binary dies first), containers are removed, proxies are closed, clients are closed.
+// Methods that cannot do their job fail the test with t.Fatalf, so they must be called
+// from the test's goroutine.
+//
+// # Outside tests
+//
+// The package does not import testing. A program uses the error-returning core:
+// StartProcess (or StartProcesses) starts redis-server processes that run until
+// Close, and the methods ending in Err (KillErr, RestartErr, ...) return their errors.
+// For the rest of the kit (networks, replicated and cluster setups), Run hands a
+// function a T that belongs to no test and returns its failures as an error.
 //
 // Tests fail, rather than skip, when redis-server is not on PATH, unless the
 // environment variable named by SkipEnv is "1".

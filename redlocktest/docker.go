@@ -2,13 +2,13 @@ package redlocktest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/ory/dockertest/v3"
@@ -49,7 +49,7 @@ type Docker struct {
 // NewDocker connects to the Docker engine and checks that the image is there. When no
 // engine answers, or the image is missing, it skips the test with a message saying
 // how to get them, or fails it when DockerRequireEnv is "1".
-func NewDocker(t testing.TB) *Docker {
+func NewDocker(t T) *Docker {
 	t.Helper()
 	image := os.Getenv(DockerImageEnv)
 	if image == "" {
@@ -96,7 +96,7 @@ func dockerHost() string {
 // Start starts one container on a free port of the host's loopback and returns a
 // *Container once it answers PING. The container is removed when the test ends.
 // Options.Clock and Options.Cluster are not supported and fail the test.
-func (d *Docker) Start(t testing.TB, opts Options) Node {
+func (d *Docker) Start(t T, opts Options) Node {
 	t.Helper()
 	if opts.Clock != nil || opts.Cluster {
 		t.Fatalf("redlocktest: the Docker backend supports neither Options.Clock nor Options.Cluster; use the process backend")
@@ -111,7 +111,7 @@ func (d *Docker) Start(t testing.TB, opts Options) Node {
 	t.Cleanup(c.cleanup)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	retryPorts(t, "a Redis container", func() error {
+	err := retryPorts(context.Background(), t.Logf, "a Redis container", func() error {
 		if err := c.removeLocked(); err != nil {
 			return err
 		}
@@ -122,13 +122,16 @@ func (d *Docker) Start(t testing.TB, opts Options) Node {
 		c.port = port
 		return c.createLocked()
 	})
+	if err != nil {
+		t.Fatalf("redlocktest: %v", err)
+	}
 	return c
 }
 
 // Container is a Redis server in a Docker container owned by a test. It implements
 // Node with docker kill, pause, unpause and start.
 type Container struct {
-	t    testing.TB
+	t    T
 	d    *Docker
 	dir  string // bind-mounted at /data
 	args []string
@@ -299,7 +302,7 @@ func (c *Container) waitLocked() error {
 	}
 	// No process ID check: inside the container the server has its own PID
 	// namespace. A port taken by another server is caught by the container exiting.
-	err := waitReady(loopback(c.port), 0, exited)
+	err := waitReady(context.Background(), loopback(c.port), 0, exited)
 	if err == nil {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,7 +102,7 @@ func NewDuplicator(o *redis.Options, opts DuplicateOptions) *Duplicator {
 
 // Duplicate installs a Duplicator on rdb for the rest of the test; it is closed (its
 // unsent copies dropped) when the test ends.
-func Duplicate(t testing.TB, rdb *redis.Client, opts DuplicateOptions) *Duplicator {
+func Duplicate(t T, rdb *redis.Client, opts DuplicateOptions) *Duplicator {
 	d := NewDuplicator(rdb.Options(), opts)
 	rdb.AddHook(d)
 	t.Cleanup(func() { _ = d.Close() })

@@ -1,7 +1,6 @@
 package redlocktest
 
 import (
-	"testing"
 	"time"
 )
 
@@ -49,13 +48,13 @@ type Event struct {
 	Detail string
 }
 
-// Recorder is implemented by a testing.TB that wants to know what the kit does. When
+// Recorder is implemented by a T that wants to know what the kit does. When
 // the t given to Start, StartN, NewNetwork (and the functions built on them) implements
 // it, every node start and fault is reported to RecordEvent, on the goroutine that
 // caused it; RecordEvent must be safe for concurrent use. Wrap a test's t to record:
 //
 //	type recorder struct {
-//		testing.TB
+//		T
 //		mu     sync.Mutex
 //		events []redlocktest.Event
 //	}
@@ -66,7 +65,7 @@ type Recorder interface {
 }
 
 // record reports e to t, stamped with the current time, if t is a Recorder.
-func record(t testing.TB, e Event) {
+func record(t T, e Event) {
 	if r, ok := t.(Recorder); ok {
 		e.At = time.Now()
 		r.RecordEvent(e)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,12 +15,12 @@ import (
 // node restarted empty has lost the key, and a third crash leaves no majority. In a
 // test, call the same functions with the test's t instead of redlocktest.Run.
 func Example() {
-	err := redlocktest.Run(func(t testing.TB) {
+	err := redlocktest.Run(func(t redlocktest.T) {
 		ctx := context.Background()
 		nodes := redlocktest.StartN(t, 5, redlocktest.Options{})
 		locks, err := redlock.New(redlocktest.Clients(nodes), redlock.Options{})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 		defer locks.Close()
 
@@ -50,7 +49,7 @@ func Example() {
 // A client that sees a node through a Toxiproxy proxy: replies delayed by 100 ms, then
 // a blackhole that makes the node look partitioned.
 func ExampleNetwork() {
-	err := redlocktest.Run(func(t testing.TB) {
+	err := redlocktest.Run(func(t redlocktest.T) {
 		node := redlocktest.Start(t, redlocktest.Options{})
 		proxy := redlocktest.NewNetwork(t).Proxy(node.Addr())
 		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
@@ -79,7 +78,7 @@ func ExampleNetwork() {
 
 // A node whose wall clock jumps 30 s ahead expires a 10 s key at once.
 func ExampleProcess_Jump() {
-	err := redlocktest.Run(func(t testing.TB) {
+	err := redlocktest.Run(func(t redlocktest.T) {
 		node := redlocktest.Start(t, redlocktest.Options{Clock: &redlocktest.Clock{}})
 		client := node.Client()
 		ctx := context.Background()
@@ -93,4 +92,31 @@ func ExampleProcess_Jump() {
 	}
 	// Output:
 	// PTTL after the jump: -2ns
+}
+
+// The core API needs no test and returns errors: a program starts a redis-server with
+// StartProcess, injects faults with the methods ending in Err, and stops it with Close.
+func ExampleStartProcess() {
+	ctx := context.Background()
+	node, err := redlocktest.StartProcess(ctx, redlocktest.Options{Persistence: redlocktest.AOFAlways})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() {
+		if err := node.Close(); err != nil {
+			fmt.Println(err)
+		}
+	}()
+	client := node.Client() // owned by the caller, as the process is
+	defer client.Close()
+	client.Set(ctx, "lock", "token", time.Minute)
+
+	if err := node.RestartErr(redlocktest.AOFAlways); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("key after a restart with aof-always:", client.Get(ctx, "lock").Val())
+	// Output:
+	// key after a restart with aof-always: token
 }

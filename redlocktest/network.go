@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -47,7 +46,7 @@ func (d Direction) streams() []string {
 // fault a node for everyone; give each client its own proxies (call Proxies once per
 // client) to show two clients different partitions.
 type Network struct {
-	t      testing.TB
+	t      T
 	server *toxiproxy.ApiServer
 
 	mu sync.Mutex
@@ -55,7 +54,7 @@ type Network struct {
 }
 
 // NewNetwork returns an empty Network whose proxies are closed when the test ends.
-func NewNetwork(t testing.TB) *Network {
+func NewNetwork(t T) *Network {
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	n := &Network{t: t, server: server}
 	t.Cleanup(func() {
@@ -103,7 +102,7 @@ func Proxies[N Node](n *Network, nodes []N) []*Proxy {
 // Proxy is one Toxiproxy proxy. Its fault methods replace any earlier fault of the same
 // kind and direction and act on open connections too. Heal removes them all.
 type Proxy struct {
-	t    testing.TB
+	t    T
 	p    *toxiproxy.Proxy
 	addr string
 }

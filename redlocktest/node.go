@@ -1,7 +1,6 @@
 package redlocktest
 
 import (
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -107,12 +106,12 @@ type Node interface {
 type Backend interface {
 	// Start starts one node on a free port and returns once it answers PING. The
 	// node is stopped when the test ends.
-	Start(t testing.TB, opts Options) Node
+	Start(t T, opts Options) Node
 }
 
 // StartNodes starts n nodes on backend b with the same options, one after another, and
 // returns them in start order.
-func StartNodes(t testing.TB, b Backend, n int, opts Options) []Node {
+func StartNodes(t T, b Backend, n int, opts Options) []Node {
 	t.Helper()
 	nodes := make([]Node, n)
 	for i := range nodes {
@@ -140,9 +139,12 @@ func Clients[N Node](nodes []N) []redis.UniversalClient {
 	return clients
 }
 
-// newClient returns a go-redis client for addr that is closed when t ends.
-func newClient(t testing.TB, addr string) *redis.Client {
+// newClient returns a go-redis client for addr that is closed when t ends; without a
+// test (t nil) the caller closes it.
+func newClient(t T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = c.Close() })
+	if t != nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
 	return c
 }

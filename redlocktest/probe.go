@@ -1,16 +1,17 @@
 package redlocktest
 
 import (
-	"bufio"
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"testing"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const (
@@ -48,13 +49,16 @@ func loopback(port int) string {
 }
 
 // waitReady polls addr until the server answers PING with PONG, exited reports that it
-// is gone, or readyTimeout passes. A pid > 0 must also be the process_id the server
+// is gone, ctx ends, or readyTimeout passes. A pid > 0 must also be the process_id the server
 // reports, so that another server that grabbed the port does not count.
-func waitReady(addr string, pid int, exited func() bool) error {
+func waitReady(ctx context.Context, addr string, pid int, exited func() bool) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if exited() {
 			return errExited
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s not ready: %w", addr, err)
 		}
 		err := probe(addr, pid)
 		if err == nil {
@@ -67,60 +71,60 @@ func waitReady(addr string, pid int, exited func() bool) error {
 	}
 }
 
-// probe sends PING to addr over a raw TCP connection (no client library, so no
-// goroutines) and, if the reply is PONG and pid > 0, checks with INFO that the server
-// answering is that process. Both commands are pipelined.
+// probe sends PING to addr and, if the reply is PONG and pid > 0, checks with INFO that
+// the server answering is that process. It speaks through a go-redis client on a
+// connection it dials itself, so that a refused connection, the common case while a
+// server starts, is not logged by go-redis's pool; the client is closed before probe
+// returns, so nothing of it outlives the probe.
 func probe(addr string, pid int) error {
 	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(probeTimeout)); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
-		return err
-	}
+	var used atomic.Bool // go-redis dials on a goroutine of its own
+	defer func() {
+		if !used.Load() { // go-redis never took it
+			_ = conn.Close()
+		}
+	}()
+	c := redis.NewClient(&redis.Options{
+		Addr: addr,
+		Dialer: func(context.Context, string, string) (net.Conn, error) {
+			if used.Swap(true) { // one connection per probe; it is not redialed
+				return nil, errors.New("probe connection already used")
+			}
+			return conn, nil
+		},
+		Protocol:        2,    // no HELLO 3 negotiation needed for PING and INFO
+		DisableIdentity: true, // no CLIENT SETINFO
+		ReadTimeout:     probeTimeout,
+		WriteTimeout:    probeTimeout,
+		MaxRetries:      -1,
+		PoolSize:        1,
+	})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
 
-	r := bufio.NewReader(conn)
-	line, err := readLine(r)
+	pong, err := c.Ping(ctx).Result()
 	if err != nil {
-		return err
+		// "LOADING ..." while the dataset is loaded, or an unexpected reply.
+		return fmt.Errorf("PING: %w", err)
 	}
-	if line != "+PONG" {
-		// "-LOADING ..." while the dataset is loaded, or an unexpected reply.
-		return fmt.Errorf("PING replied %q", line)
+	if pong != "PONG" {
+		return fmt.Errorf("PING replied %q", pong)
 	}
 	if pid <= 0 {
 		return nil
 	}
-
-	header, err := readLine(r)
+	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
-		return err
+		return fmt.Errorf("INFO: %w", err)
 	}
-	n, err := strconv.Atoi(strings.TrimPrefix(header, "$"))
-	if !strings.HasPrefix(header, "$") || err != nil || n < 0 {
-		return fmt.Errorf("INFO replied %q", header)
-	}
-	body := make([]byte, n+2) // payload and trailing CRLF
-	if _, err := io.ReadFull(r, body); err != nil {
-		return err
-	}
-	if !strings.Contains(string(body), "\nprocess_id:"+strconv.Itoa(pid)+"\r\n") {
+	if !strings.Contains(info, "\nprocess_id:"+strconv.Itoa(pid)+"\r\n") {
 		return fmt.Errorf("%s is served by a process other than pid %d", addr, pid)
 	}
 	return nil
-}
-
-// readLine reads one CRLF-terminated RESP line without the terminator.
-func readLine(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimRight(line, "\r\n"), nil
 }
 
 // startError describes a server that did not become ready.
@@ -144,20 +148,21 @@ func (e *startError) portTaken() bool {
 
 // retryPorts runs launch with fresh ports until it succeeds, fails for a reason other
 // than a port taken between freePort and the server binding it, or startAttempts
-// attempts have been made.
-func retryPorts(t testing.TB, what string, launch func() error) {
-	t.Helper()
+// attempts have been made. logf, when not nil, hears about each retry.
+func retryPorts(ctx context.Context, logf func(format string, args ...any), what string, launch func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := launch()
 		if err == nil {
-			return
+			return nil
 		}
 		var se *startError
-		if attempt < startAttempts && errors.As(err, &se) && se.portTaken() {
-			t.Logf("redlocktest: port %d was taken, retrying with another port", se.port)
+		if attempt < startAttempts && ctx.Err() == nil && errors.As(err, &se) && se.portTaken() {
+			if logf != nil {
+				logf("redlocktest: port %d was taken, retrying with another port", se.port)
+			}
 			continue
 		}
-		t.Fatalf("redlocktest: starting %s: %v", what, err)
+		return fmt.Errorf("starting %s: %w", what, err)
 	}
 }
 

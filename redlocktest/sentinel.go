@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -42,14 +41,14 @@ type Replicated struct {
 	// Sentinels are the three redis-sentinel processes.
 	Sentinels []*Process
 
-	t testing.TB
+	t T
 }
 
 // StartReplicated starts the master (with opts), its replica (with opts, replicating
 // from the master) and three sentinels, and returns once the replica is in sync and
 // every sentinel knows the replica and the other two sentinels, so that a failover can
 // happen. Everything is stopped when the test ends.
-func StartReplicated(t testing.TB, opts Options) *Replicated {
+func StartReplicated(t T, opts Options) *Replicated {
 	t.Helper()
 	r := &Replicated{Name: "redlocktest", t: t}
 	mopts := opts
@@ -205,7 +204,7 @@ func (r *Replicated) WaitFailover(ctx context.Context, fault func()) (string, er
 
 // waitFor calls check every setupPoll until it returns nil, and fails the test with
 // its last error when ctx ends first.
-func waitFor(t testing.TB, ctx context.Context, what string, check func() error) {
+func waitFor(t T, ctx context.Context, what string, check func() error) {
 	t.Helper()
 	for {
 		err := check()

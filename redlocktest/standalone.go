@@ -4,26 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"runtime"
 	"strings"
 	"sync"
-	"testing"
 )
 
-// Run calls fn with a testing.TB that belongs to no test, so that the kit can be used
-// outside `go test`: in runnable examples, or in a program that sets up nodes and faults
-// for a demonstration. In a test, pass the test's own t instead.
+// Run calls fn with a T that belongs to no test, so that the kit's test helpers can be
+// used outside `go test`: in runnable examples, or in a program that sets up nodes and
+// faults for a demonstration. In a test, pass the test's own t instead; a program that
+// only needs redis-server processes can use StartProcess, which needs no T.
 //
 // Everything registered with t.Cleanup runs, last first, when fn returns or ends
-// through t.FailNow, t.Fatal or t.Skip. Run returns an error whose text is the failure
+// through t.Fatalf or t.Skipf. Run returns an error whose text is the failure
 // messages, one a line, when t failed, and nil otherwise (also when fn skipped). The
 // failure messages are returned rather than logged, so a program can print them once;
-// t.Log and t.Logf go to the standard logger. fn runs on a new goroutine, which
-// FailNow and SkipNow end.
-func Run(fn func(t testing.TB)) error {
+// t.Logf goes to the standard logger. fn runs on a new goroutine, which Fatalf and
+// Skipf end.
+func Run(fn func(t T)) error {
 	s := &standalone{}
 	done := make(chan struct{})
 	go func() {
@@ -41,51 +40,34 @@ func Run(fn func(t testing.TB)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed {
-		if len(s.msgs) == 0 { // t.Fail or t.FailNow without a message
-			return errors.New("redlocktest: failed")
+		msg := strings.Join(s.msgs, "\n")
+		if strings.TrimSpace(msg) == "" { // Fatalf("") or Errorf("")
+			msg = "redlocktest: failed"
 		}
-		return errors.New(strings.Join(s.msgs, "\n"))
+		return errors.New(msg)
 	}
 	return nil
 }
 
-// standalone is the testing.TB of Run. The embedded interface is nil: it only
-// satisfies testing.TB's unexported method; every method is implemented below.
+// standalone is the T of Run: a complete implementation of T, with no test behind it.
 type standalone struct {
-	testing.TB
-
 	mu       sync.Mutex
 	failed   bool
-	skipped  bool
 	msgs     []string
 	cleanups []func()
 	ctx      context.Context
 	cancel   context.CancelFunc
 }
 
-func (s *standalone) Name() string { return "redlocktest.Run" }
-func (s *standalone) Helper()      {}
+// Helper does nothing: there are no test line numbers to adjust.
+func (s *standalone) Helper() {}
 
-func (s *standalone) Log(args ...any) { s.Logf("%s", fmt.Sprintln(args...)) }
-
+// Logf writes to the standard logger.
 func (s *standalone) Logf(format string, args ...any) {
-	log.Printf("%s: %s", s.Name(), fmt.Sprintf(format, args...))
+	log.Printf("redlocktest.Run: %s", fmt.Sprintf(format, args...))
 }
 
-func (s *standalone) Fail() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failed = true
-}
-
-func (s *standalone) Failed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.failed
-}
-
-func (s *standalone) Error(args ...any) { s.Errorf("%s", fmt.Sprint(args...)) }
-
+// Errorf records a failure message for Run's error.
 func (s *standalone) Errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	s.mu.Lock()
@@ -94,35 +76,19 @@ func (s *standalone) Errorf(format string, args ...any) {
 	s.msgs = append(s.msgs, msg)
 }
 
-func (s *standalone) FailNow() {
-	s.Fail()
-	runtime.Goexit()
-}
-
-func (s *standalone) Fatal(args ...any) { s.Error(args...); runtime.Goexit() }
-
+// Fatalf records a failure message and ends the calling goroutine.
 func (s *standalone) Fatalf(format string, args ...any) {
 	s.Errorf(format, args...)
 	runtime.Goexit()
 }
 
-func (s *standalone) SkipNow() {
-	s.mu.Lock()
-	s.skipped = true
-	s.mu.Unlock()
+// Skipf logs the message and ends the calling goroutine without a failure.
+func (s *standalone) Skipf(format string, args ...any) {
+	s.Logf(format, args...)
 	runtime.Goexit()
 }
 
-func (s *standalone) Skip(args ...any) { s.Log(args...); s.SkipNow() }
-
-func (s *standalone) Skipf(format string, args ...any) { s.Logf(format, args...); s.SkipNow() }
-
-func (s *standalone) Skipped() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.skipped
-}
-
+// Cleanup registers fn to run when Run's fn has ended.
 func (s *standalone) Cleanup(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,7 +96,7 @@ func (s *standalone) Cleanup(fn func()) {
 }
 
 // runCleanups runs the clean-ups last first, each on its own goroutine so that a
-// FailNow inside one does not stop the others.
+// Fatalf inside one does not stop the others.
 func (s *standalone) runCleanups() {
 	for {
 		s.mu.Lock()
@@ -151,6 +117,7 @@ func (s *standalone) runCleanups() {
 	}
 }
 
+// TempDir returns a new directory, removed by a clean-up.
 func (s *standalone) TempDir() string {
 	dir, err := os.MkdirTemp("", "redlocktest-")
 	if err != nil {
@@ -158,33 +125,6 @@ func (s *standalone) TempDir() string {
 	}
 	s.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
-}
-
-func (s *standalone) ArtifactDir() string { return s.TempDir() }
-
-func (s *standalone) Setenv(key, value string) {
-	old, had := os.LookupEnv(key)
-	if err := os.Setenv(key, value); err != nil {
-		s.Fatalf("Setenv: %v", err)
-	}
-	s.Cleanup(func() {
-		if had {
-			_ = os.Setenv(key, old)
-		} else {
-			_ = os.Unsetenv(key)
-		}
-	})
-}
-
-func (s *standalone) Chdir(dir string) {
-	old, err := os.Getwd()
-	if err != nil {
-		s.Fatalf("Chdir: %v", err)
-	}
-	if err := os.Chdir(dir); err != nil {
-		s.Fatalf("Chdir: %v", err)
-	}
-	s.Cleanup(func() { _ = os.Chdir(old) })
 }
 
 // Context returns a context that is cancelled just before the clean-ups run, as a
@@ -197,7 +137,3 @@ func (s *standalone) Context() context.Context {
 	}
 	return s.ctx
 }
-
-func (s *standalone) Attr(key, value string) { s.Logf("attr %s=%s", key, value) }
-
-func (s *standalone) Output() io.Writer { return log.Writer() }

@@ -14,7 +14,7 @@ func TestRunCleansUpAfterFatal(t *testing.T) {
 	var dir string
 	var ctx context.Context
 	var order []string
-	err := Run(func(tb testing.TB) {
+	err := Run(func(tb T) {
 		tb.Cleanup(func() { order = append(order, "first registered") })
 		p := Start(tb, Options{})
 		pid, dir, ctx = p.PID(), p.Dir(), tb.Context()
@@ -41,9 +41,9 @@ func TestRunCleansUpAfterFatal(t *testing.T) {
 
 func TestRunSkipIsNotAnError(t *testing.T) {
 	ran := false
-	err := Run(func(tb testing.TB) {
+	err := Run(func(tb T) {
 		tb.Cleanup(func() { ran = true })
-		tb.Skip("nothing to do")
+		tb.Skipf("nothing to do")
 	})
 	if err != nil || !ran {
 		t.Errorf("Run with Skip = %v, clean-up ran %v; want nil, true", err, ran)
@@ -56,10 +56,10 @@ func TestRunReturnsEveryFailure(t *testing.T) {
 	var logged bytes.Buffer
 	log.SetOutput(&logged)
 	defer log.SetOutput(os.Stderr)
-	err := Run(func(tb testing.TB) {
-		tb.Log("a note")
+	err := Run(func(tb T) {
+		tb.Logf("a note")
 		tb.Errorf("first %d", 1)
-		tb.Cleanup(func() { tb.Error("second") })
+		tb.Cleanup(func() { tb.Errorf("second") })
 	})
 	if err == nil || err.Error() != "first 1\nsecond" {
 		t.Errorf("Run = %q, want %q", err, "first 1\nsecond")
@@ -67,7 +67,7 @@ func TestRunReturnsEveryFailure(t *testing.T) {
 	if out := logged.String(); !strings.Contains(out, "a note") || strings.Contains(out, "first") {
 		t.Errorf("logged %q, want the note and no failure message", out)
 	}
-	if err := Run(func(tb testing.TB) { tb.FailNow() }); err == nil {
-		t.Error("Run after FailNow without a message = nil, want an error")
+	if err := Run(func(tb T) { tb.Fatalf("") }); err == nil || err.Error() == "" {
+		t.Errorf("Run after Fatalf with an empty message = %v, want a non-empty error", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,7 +131,7 @@ func runWorker(specJSON string, out io.Writer) error {
 // the lock, reads the counter and is stopped with SIGSTOP for TTL + 300 ms; meanwhile
 // two workers in this process take the lock in turn and increment the counter; then the
 // holder is continued and writes what it read plus one.
-func stoppedHolder(t testing.TB, fencing bool) (*Report, error) {
+func stoppedHolder(t redlocktest.T, fencing bool) (*Report, error) {
 	if !processPauses {
 		return nil, fmt.Errorf("holder processes need a shared CLOCK_MONOTONIC (Linux)")
 	}

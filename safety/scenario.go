@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,7 +49,7 @@ type Scenario struct {
 	Mode   Mode
 	Expect Expect
 	Why    string // the reason for the expected result, for the report
-	run    func(t testing.TB) (*Report, error)
+	run    func(t redlocktest.T) (*Report, error)
 }
 
 // Result is a scenario's outcome: the checker's report, and whether it matched.
@@ -62,7 +61,7 @@ type Result struct {
 }
 
 // Run runs the scenario on nodes it starts itself (stopped when t ends).
-func (s *Scenario) Run(t testing.TB) Result {
+func (s *Scenario) Run(t redlocktest.T) Result {
 	rep, err := s.run(t)
 	res := Result{Scenario: s, Report: rep}
 	switch {
@@ -92,7 +91,7 @@ func Scenarios() []*Scenario {
 		all = append(all, &Scenario{
 			Name: "no fault", Mode: m, Expect: Safe,
 			Why: "every mode is a mutex while nothing fails",
-			run: func(t testing.TB) (*Report, error) {
+			run: func(t redlocktest.T) (*Report, error) {
 				clients := modeClients(t, m, 2, redlock.Options{})
 				return Workload{Clients: clients, TTL: ttl}.Run(t.Context(), 1500*time.Millisecond), nil
 			},
@@ -108,7 +107,7 @@ func Scenarios() []*Scenario {
 }
 
 // modeClients starts the nodes of mode m and returns k Clients over them.
-func modeClients(t testing.TB, m Mode, k int, opts redlock.Options) []*redlock.Client {
+func modeClients(t redlocktest.T, m Mode, k int, opts redlock.Options) []*redlock.Client {
 	var nodes func() []redis.UniversalClient
 	switch m {
 	case Single, Redlock3, Redlock5:
@@ -123,7 +122,7 @@ func modeClients(t testing.TB, m Mode, k int, opts redlock.Options) []*redlock.C
 }
 
 // newClients returns k Clients, each over its own go-redis clients from nodes.
-func newClients(t testing.TB, k int, nodes func() []redis.UniversalClient, opts redlock.Options) []*redlock.Client {
+func newClients(t redlocktest.T, k int, nodes func() []redis.UniversalClient, opts redlock.Options) []*redlock.Client {
 	t.Helper()
 	var clients []*redlock.Client
 	for range k {
@@ -162,7 +161,7 @@ func atGrant(n int) (chan int, func(ctx context.Context)) {
 // Acquire calls bounded by wait (0: the default). Once the run has made 20 grants it
 // calls fault (on the caller's goroutine, as the kit needs). It returns the report and
 // the grants made while fault ran and after it returned.
-func faulted(t testing.TB, d, wait time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
+func faulted(t redlocktest.T, d, wait time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
 	procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 	clients := newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
 	grants, started := atGrant(20)
@@ -190,7 +189,7 @@ func nodeFaults() []*Scenario {
 	return []*Scenario{{
 		Name: "kill 2 of 5 under load", Mode: Redlock5, Expect: Safe,
 		Why: "a majority is still up: grants go on",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			rep, _, after := faulted(t, 2*time.Second, 0, func(procs []*redlocktest.Process) {
 				procs[0].Kill()
 				procs[1].Kill()
@@ -203,7 +202,7 @@ func nodeFaults() []*Scenario {
 	}, {
 		Name: "kill 3 of 5, restart after the TTL", Mode: Redlock5, Expect: Safe,
 		Why: "no majority: Acquire fails with ErrUnavailable, then recovers",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			rep, _, after := faulted(t, 3500*time.Millisecond, 200*time.Millisecond, func(procs []*redlocktest.Process) {
 				procs[0].Kill()
 				procs[1].Kill()
@@ -222,7 +221,7 @@ func nodeFaults() []*Scenario {
 	}, {
 		Name: "pause 2 of 5 past the node timeout", Mode: Redlock5, Expect: Safe,
 		Why: "paused nodes count as failed after 50 ms; their late replies are never counted",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			rep, during, _ := faulted(t, 2*time.Second, 0, func(procs []*redlocktest.Process) {
 				procs[0].Pause()
 				procs[1].Pause()
@@ -243,12 +242,12 @@ func nodeFaults() []*Scenario {
 // 3 s, retrying every few milliseconds) while fault runs on the caller's goroutine; if
 // B gets the lock it works for 20 ms. Both sections go into one log, so an overlap
 // means B was granted the lock while A's was still valid.
-func duel(t testing.TB, a, b *redlock.Client, fault func()) (*Report, error) {
+func duel(t redlocktest.T, a, b *redlock.Client, fault func()) (*Report, error) {
 	return duelFor(t, a, b, ttl, fault)
 }
 
 // duelFor is duel with a lock TTL of lease; B tries for up to 3 × lease.
-func duelFor(t testing.TB, a, b *redlock.Client, lease time.Duration, fault func()) (*Report, error) {
+func duelFor(t redlocktest.T, a, b *redlock.Client, lease time.Duration, fault func()) (*Report, error) {
 	res := &resource{start: time.Now()}
 	ctx := t.Context()
 	hold := func(c *redlock.Client, worker int, work func(*redlock.Lock) time.Duration) error {
@@ -296,7 +295,7 @@ func duelFor(t testing.TB, a, b *redlock.Client, lease time.Duration, fault func
 
 // partitioned returns one Client per view: view[i] lists the nodes (indexes into procs)
 // that Client can reach; the others are behind proxies that drop all traffic.
-func partitioned(t testing.TB, procs []*redlocktest.Process, opts redlock.Options, views ...[]int) []*redlock.Client {
+func partitioned(t redlocktest.T, procs []*redlocktest.Process, opts redlock.Options, views ...[]int) []*redlock.Client {
 	netw := redlocktest.NewNetwork(t)
 	var clients []*redlock.Client
 	for _, view := range views {
@@ -318,8 +317,8 @@ func partitioned(t testing.TB, procs []*redlocktest.Process, opts redlock.Option
 func restarts() []*Scenario {
 	// T7–T9: A holds nodes 1–3 (it cannot reach 4 and 5), node 3 restarts, and B, which
 	// reaches only 3–5, tries to take the lock.
-	t7 := func(restart func(p *redlocktest.Process), pers redlocktest.Persistence) func(t testing.TB) (*Report, error) {
-		return func(t testing.TB) (*Report, error) {
+	t7 := func(restart func(p *redlocktest.Process), pers redlocktest.Persistence) func(t redlocktest.T) (*Report, error) {
+		return func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{Persistence: pers})
 			c := partitioned(t, procs, quick, []int{0, 1, 2}, []int{2, 3, 4})
 			return duel(t, c[0], c[1], func() { restart(procs[2]) })
@@ -342,7 +341,7 @@ func restarts() []*Scenario {
 	}, {
 		Name: "restart the node empty", Mode: Single, Expect: Detected,
 		Why: "a single node without persistence forgets the lock",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 1, redlocktest.Options{})
 			c := newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
 			return duel(t, c[0], c[1], func() { procs[0].Restart(redlocktest.NoPersistence) })
@@ -350,7 +349,7 @@ func restarts() []*Scenario {
 	}, {
 		Name: "master restarted empty before a failover", Mode: Replica, Expect: Detected,
 		Why: "the replica resyncs from the empty master: replication does not keep the lock",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			r := redlocktest.StartReplicated(t, redlocktest.Options{})
 			c := newClients(t, 2, func() []redis.UniversalClient { return []redis.UniversalClient{r.FailoverClient()} }, quick)
 			return duel(t, c[0], c[1], func() { r.Master.Restart(redlocktest.NoPersistence) })
@@ -358,7 +357,7 @@ func restarts() []*Scenario {
 	}, {
 		Name: "master killed before the replica got the lock; Sentinel promotes it", Mode: Replica, Expect: Detected,
 		Why: "replication is asynchronous: the promoted replica never saw A's key and grants it to B",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			r := redlocktest.StartReplicated(t, redlocktest.Options{})
 			// The replica replicates through a proxy, so that its stream can be cut
 			// while the master still acknowledges writes (loopback is otherwise too
@@ -387,7 +386,7 @@ func restarts() []*Scenario {
 }
 
 // waitLink waits until a replica reports its link to the master up, for up to 10 s.
-func waitLink(t testing.TB, replica *redis.Client) error {
+func waitLink(t redlocktest.T, replica *redis.Client) error {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		info, err := replica.Info(t.Context(), "replication").Result()
 		if err == nil && strings.Contains(info, "master_link_status:up") {
@@ -406,8 +405,8 @@ func holderPauses() []*Scenario {
 		}
 		return 0
 	}
-	run := func(fencing bool) func(t testing.TB) (*Report, error) {
-		return func(t testing.TB) (*Report, error) {
+	run := func(fencing bool) func(t redlocktest.T) (*Report, error) {
+		return func(t redlocktest.T) (*Report, error) {
 			opts := quick
 			opts.Fencing = fencing
 			clients := modeClients(t, Redlock5, 2, opts)
@@ -425,15 +424,15 @@ func holderPauses() []*Scenario {
 	}, {
 		Name: "holder process SIGSTOPped past its TTL (T12)", Mode: Redlock5, Expect: Detected,
 		Why: "a stopped process cannot notice its lease end; its late write lands",
-		run: func(t testing.TB) (*Report, error) { return stoppedHolder(t, false) },
+		run: func(t redlocktest.T) (*Report, error) { return stoppedHolder(t, false) },
 	}, {
 		Name: "holder process SIGSTOPped past its TTL, fenced resource (T12)", Mode: Redlock5, Expect: Fenced,
 		Why: "the resource refuses the stopped holder's write: its token is older",
-		run: func(t testing.TB) (*Report, error) { return stoppedHolder(t, true) },
+		run: func(t redlocktest.T) (*Report, error) { return stoppedHolder(t, true) },
 	}, {
 		Name: "holder crashes without releasing", Mode: Redlock5, Expect: Safe,
 		Why: "the lock frees itself after its TTL: the next grant comes about one TTL later",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			clients := modeClients(t, Redlock5, 2, quick)
 			crash := func(worker, n int) time.Duration {
 				if worker == 0 && n == 3 {
@@ -451,15 +450,15 @@ func holderPauses() []*Scenario {
 }
 
 // skewed starts 5 nodes, the first 3 with the given clock, and two Clients over them.
-func skewed(t testing.TB, clock redlocktest.Clock) ([]*redlocktest.Process, []*redlock.Client) {
+func skewed(t redlocktest.T, clock redlocktest.Clock) ([]*redlocktest.Process, []*redlock.Client) {
 	procs := redlocktest.StartN(t, 3, redlocktest.Options{Clock: &clock})
 	procs = append(procs, redlocktest.StartN(t, 2, redlocktest.Options{})...)
 	return procs, newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
 }
 
 func clocks() []*Scenario {
-	rate := func(r float64) func(t testing.TB) (*Report, error) {
-		return func(t testing.TB) (*Report, error) {
+	rate := func(r float64) func(t redlocktest.T) (*Report, error) {
+		return func(t redlocktest.T) (*Report, error) {
 			_, c := skewed(t, redlocktest.Clock{Rate: r})
 			return duel(t, c[0], c[1], func() {})
 		}
@@ -475,7 +474,7 @@ func clocks() []*Scenario {
 	}, {
 		Name: "server clocks jump +TTL on 3 of 5 (T13)", Mode: Redlock5, Expect: Detected,
 		Why: "Redis expires keys on its wall clock: a forward jump ends the lock early",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs, c := skewed(t, redlocktest.Clock{})
 			return duel(t, c[0], c[1], func() {
 				for _, p := range procs[:3] {
@@ -495,7 +494,7 @@ func partitions() []*Scenario {
 	return []*Scenario{{
 		Name: "2 of 5 partitioned away", Mode: Redlock5, Expect: Safe,
 		Why: "a majority is reachable: grants go on",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			c := partitioned(t, procs, quick, []int{2, 3, 4}, []int{2, 3, 4})
 			rep := Workload{Clients: c, TTL: ttl}.Run(t.Context(), 1500*time.Millisecond)
@@ -511,7 +510,7 @@ func partitions() []*Scenario {
 	}, {
 		Name: "asymmetric partition: A sees 1–2, B sees 3–5 (T17)", Mode: Redlock5, Expect: Safe,
 		Why: "only B can reach a majority; A fails fast and leaves no key behind",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			c := partitioned(t, procs, quick, []int{0, 1}, []int{2, 3, 4})
 			rep := Workload{Clients: c, Workers: 2, TTL: ttl, Wait: 200 * time.Millisecond}.Run(t.Context(), 1500*time.Millisecond)
@@ -531,7 +530,7 @@ func partitions() []*Scenario {
 	}, {
 		Name: "replies of 3 of 5 delayed by the TTL (T2)", Mode: Redlock5, Expect: Safe,
 		Why: "the majority answers yes after ttl − drift: no validity left, so no lock",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			proxies := redlocktest.Proxies(redlocktest.NewNetwork(t), procs)
 			opts := redlock.Options{NodeTimeout: 6 * ttl, MaxAttempts: 1}
@@ -586,7 +585,7 @@ func duplicates() *Scenario {
 	return &Scenario{
 		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
 		Why: "no script shortens a TTL or touches a later lock's key when a command arrives again",
-		run: func(t testing.TB) (*Report, error) {
+		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			var dups []*redlocktest.Duplicator
 			seed := uint64(1)
@@ -615,7 +614,7 @@ func duplicates() *Scenario {
 }
 
 // proxyClients returns a go-redis client through each proxy.
-func proxyClients(t testing.TB, proxies []*redlocktest.Proxy) []redis.UniversalClient {
+func proxyClients(t redlocktest.T, proxies []*redlocktest.Proxy) []redis.UniversalClient {
 	out := make([]redis.UniversalClient, len(proxies))
 	for i, p := range proxies {
 		out[i] = dial(t, p.Addr())
@@ -624,7 +623,7 @@ func proxyClients(t testing.TB, proxies []*redlocktest.Proxy) []redis.UniversalC
 }
 
 // nodeClients returns a go-redis client for each node.
-func nodeClients(t testing.TB, procs []*redlocktest.Process) []redis.UniversalClient {
+func nodeClients(t redlocktest.T, procs []*redlocktest.Process) []redis.UniversalClient {
 	out := make([]redis.UniversalClient, len(procs))
 	for i, p := range procs {
 		out[i] = dial(t, p.Addr())
@@ -635,7 +634,7 @@ func nodeClients(t testing.TB, procs []*redlocktest.Process) []redis.UniversalCl
 // dial returns a go-redis client that gives up on a silent node within 250 ms and does
 // not retry (the quorum is the retry), so that calls to paused or partitioned nodes end
 // soon after the scenario does, and Close does not wait for seconds.
-func dial(t testing.TB, addr string) *redis.Client {
+func dial(t redlocktest.T, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:         addr,
 		DialTimeout:  250 * time.Millisecond,
@@ -649,7 +648,7 @@ func dial(t testing.TB, addr string) *redis.Client {
 
 // waitKey waits until node p holds key (polling: the node's state is only visible from
 // outside), for at most a second.
-func waitKey(t testing.TB, p *redlocktest.Process, key string) error {
+func waitKey(t redlocktest.T, p *redlocktest.Process, key string) error {
 	c := dial(t, p.Addr())
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if c.Exists(t.Context(), key).Val() == 1 {

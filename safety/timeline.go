@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock/redlocktest"
@@ -53,8 +52,8 @@ type Fault struct {
 
 // RunTimeline runs the scenario as Run does, and records the nodes it starts and the
 // faults it injects through t (see redlocktest.Recorder).
-func (s *Scenario) RunTimeline(t testing.TB) *Timeline {
-	rec := &eventRecorder{TB: t}
+func (s *Scenario) RunTimeline(t redlocktest.T) *Timeline {
+	rec := &eventRecorder{T: t}
 	begin := time.Now()
 	res := s.Run(rec)
 	end := time.Now()
@@ -65,10 +64,10 @@ func (s *Scenario) RunTimeline(t testing.TB) *Timeline {
 	return buildTimeline(res, events, begin, end)
 }
 
-// eventRecorder is the testing.TB of RunTimeline: the caller's t, plus a log of the
+// eventRecorder is the redlocktest.T of RunTimeline: the caller's t, plus a log of the
 // fault kit's events.
 type eventRecorder struct {
-	testing.TB
+	redlocktest.T
 	mu     sync.Mutex
 	events []redlocktest.Event
 	done   bool // the scenario has returned: later events are clean-ups

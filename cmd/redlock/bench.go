@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock"
@@ -71,25 +71,29 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.errw(), "redlock bench: %v: install redis-server, or give your nodes with --nodes\n", err)
 		return exitError
 	}
+	// The nodes are this command's: closed (killed by PID, their directories removed)
+	// before it returns, also after an interrupt.
+	nodes, err := redlocktest.StartProcesses(ctx, cfg.local, redlocktest.Options{Persistence: redlocktest.NoPersistence})
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(e.errw(), "redlock bench: interrupted")
+			return 130
+		}
+		fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
+		return exitError
+	}
+	urls := make([]string, len(nodes))
+	pids := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = "redis://" + n.Addr()
+		pids[i] = strconv.Itoa(n.PID())
+	}
 	exit := exitError
-	// The nodes belong to Run's t, whose clean-ups kill them by PID and remove their
-	// directories when the benchmark returns, also after an interrupt. A node that
-	// cannot start fails t and comes back as Run's error.
-	err = redlocktest.Run(func(t testing.TB) {
-		nodes := redlocktest.StartN(t, cfg.local, redlocktest.Options{Persistence: redlocktest.NoPersistence})
-		urls := make([]string, len(nodes))
-		pids := make([]string, len(nodes))
-		for i, n := range nodes {
-			urls[i] = "redis://" + n.Addr()
-			pids[i] = strconv.Itoa(n.PID())
-		}
-		specs, err := parseNodes(urls, tlsFiles{})
-		if err != nil {
-			t.Fatal(err)
-		}
+	specs, err = parseNodes(urls, tlsFiles{})
+	if err == nil {
 		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%s (pids %s)", plural(int64(len(nodes)), "local redis-server node"), strings.Join(pids, " ")))
-	})
-	if err != nil && exit != 130 {
+	}
+	if err = errors.Join(err, redlocktest.CloseAll(nodes)); err != nil && exit != 130 {
 		fmt.Fprintf(e.errw(), "redlock bench: %v\n", err)
 		return exitError
 	}

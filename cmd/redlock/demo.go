@@ -12,12 +12,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/redlocktest"
 )
 
 const demoAbout = `
@@ -63,12 +61,10 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	d := &demo{cfg: cfg, w: e.out(), live: isTerminal(e.stdout)}
-	// The nodes belong to Run's t: its clean-ups stop them (redis-server processes by
-	// PID) when d.run returns, also after an interrupt. A node the fault kit cannot
-	// start or restart fails t, which ends d.run and comes back as Run's error.
-	var err error
-	rerr := redlocktest.Run(func(t testing.TB) { err = d.run(ctx, t) })
-	err = errors.Join(err, rerr)
+	// The nodes are the demo's: d.close stops them (redis-server processes by PID) when
+	// d.run returns, also after an interrupt or an error.
+	err := d.run(ctx)
+	err = errors.Join(err, d.close())
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(d.w, "\ninterrupted; everything the demo started is stopped")
@@ -140,11 +136,10 @@ type demo struct {
 	otherErr   error
 }
 
-// run runs the demo on nodes that belong to t, which must be the t of a
-// redlocktest.Run; run must be called on its goroutine.
-func (d *demo) run(ctx context.Context, t testing.TB) error {
+// run runs the demo on nodes it starts; the caller stops them with close.
+func (d *demo) run(ctx context.Context) error {
 	start := time.Now()
-	if err := d.startNodes(t); err != nil {
+	if err := d.startNodes(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(d.w, "redlock demo: %d workers contend for lock %q (ttl %v) on %d nodes:\n", d.cfg.workers, demoKey, d.cfg.ttl, demoNodes)
@@ -212,20 +207,23 @@ func (d *demo) run(ctx context.Context, t testing.TB) error {
 	return d.summary(time.Since(start))
 }
 
-func (d *demo) startNodes(t testing.TB) error {
+// startNodes starts the demo's nodes, one after another; close stops those started,
+// also when one fails.
+func (d *demo) startNodes(ctx context.Context) error {
 	if d.cfg.redisServer {
-		// Checked here for a clear message; the fault kit would fail t with one meant
-		// for tests.
+		// Checked here for a clear message about the flag.
 		if _, err := exec.LookPath("redis-server"); err != nil {
 			return fmt.Errorf("--redis-server: %v (install redis-server, or run the demo without the flag)", err)
 		}
 	}
 	for i := range demoNodes {
+		var n demoNode
+		var err error
 		if d.cfg.redisServer {
-			d.nodes = append(d.nodes, procNode{redlocktest.Start(t, redlocktest.Options{Persistence: redlocktest.AOFAlways})})
-			continue
+			n, err = startProcNode(ctx)
+		} else {
+			n, err = startMemNode()
 		}
-		n, err := startMemNode(t)
 		if err != nil {
 			return fmt.Errorf("starting node %d: %v", i+1, err)
 		}

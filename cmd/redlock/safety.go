@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"regexp"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock/redlocktest"
@@ -134,12 +133,12 @@ func selectScenarios(all []*safety.Scenario, expr string) ([]*safety.Scenario, e
 // (by PID) before it returns. Cancelling ctx ends the scenario's workload early.
 func runScenario(ctx context.Context, s *safety.Scenario) *safety.Timeline {
 	var tl *safety.Timeline
-	err := redlocktest.Run(func(t testing.TB) {
+	err := redlocktest.Run(func(t redlocktest.T) {
 		tctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		tl = s.RunTimeline(&ctxTB{TB: t, ctx: tctx})
+		tl = s.RunTimeline(&ctxT{T: t, ctx: tctx})
 	})
 	if tl == nil { // the scenario ended through t.Fatal: a node could not start, say
 		tl = &safety.Timeline{Result: safety.Result{Scenario: s}}
@@ -150,13 +149,14 @@ func runScenario(ctx context.Context, s *safety.Scenario) *safety.Timeline {
 	return tl
 }
 
-// ctxTB is a testing.TB whose Context also ends with the command's.
-type ctxTB struct {
-	testing.TB
+// ctxT is a redlocktest.T whose Context also ends with the command's.
+type ctxT struct {
+	redlocktest.T
 	ctx context.Context
 }
 
-func (c *ctxTB) Context() context.Context { return c.ctx }
+// Context returns the context that also ends with the command's.
+func (c *ctxT) Context() context.Context { return c.ctx }
 
 // writeReports writes the files asked for with --json, --md and --html.
 func writeReports(cfg safetyConfig, results []safety.Result, timelines []*safety.Timeline) error {
