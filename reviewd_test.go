@@ -5,9 +5,11 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock"
@@ -185,5 +187,75 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 5 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// subscribePanics is a node client whose Subscribe panics once, when armed: a
+// UniversalClient of the caller's own that fails in a way the library does not expect.
+type subscribePanics struct {
+	redis.UniversalClient
+	armed *atomic.Bool
+}
+
+func (s subscribePanics) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	if s.armed.CompareAndSwap(true, false) {
+		panic("review D: Subscribe panics")
+	}
+	return s.UniversalClient.Subscribe(ctx, channels...)
+}
+
+// TestReviewDPanicWhileQueueingLeavesQueue: a panic inside Acquire after it joined its
+// key's queue (here: the node client's Subscribe, called when the queued Acquire
+// subscribes to the key's releases) must still take it out of the queue, as the
+// deferred leave did before the waiter refactor. Otherwise, once the caller recovers,
+// the dead ticket holds the turn forever and every later Acquire of the key in this
+// Client waits behind it until its ctx ends.
+func TestReviewDPanicWhileQueueingLeavesQueue(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	armed := new(atomic.Bool)
+	nodes := redistest.Clients(servers)
+	nodes[0] = subscribePanics{UniversalClient: nodes[0], armed: armed}
+	client, err := redlock.New(nodes, redlock.Options{
+		RetryDelay: func(int) time.Duration { return 10 * time.Millisecond },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	owner, err := redlock.New(redistest.Clients(servers), redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	held, err := acquireRetrying(t, owner, "panics", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	armed.Store(true)
+	recovered := func() (r any) {
+		defer func() { r = recover() }()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, _ = client.Acquire(ctx, "panics", time.Second)
+		return nil
+	}()
+	if recovered == nil {
+		t.Fatal("Acquire did not reach Subscribe: the test sets nothing up")
+	}
+	if n := client.Waiting("panics"); n != 0 {
+		t.Errorf("%d waiters queued after the Acquire panicked", n)
+	}
+	if err := held.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	lock, err := client.Acquire(ctx, "panics", time.Second)
+	if err != nil {
+		t.Fatalf("Acquire of a free key after a recovered panic: %v", err)
+	}
+	if err := lock.Release(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
