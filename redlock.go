@@ -331,9 +331,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		}
 		w.waitFirst = true // the attempt just made counts: wait before the next
 	}
-	err := w.queue()
-	defer w.t.leave()
-	if err != nil {
+	w.t = c.queues.join(key)
+	defer w.t.leave() // at once: on every exit, a panic too, w leaves the queue
+	if err := w.queue(); err != nil {
 		return nil, err
 	}
 	for {

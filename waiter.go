@@ -34,10 +34,10 @@ func (c *Client) newWaiter(ctx context.Context, key string, ttl time.Duration) *
 	return &waiter{c: c, ctx: ctx, key: key, ttl: ttl, attempt: 1}
 }
 
-// queue puts w at the back of its key's queue and waits for its turn. The caller must
-// call w.t.leave once w is done. A non-nil error is Acquire's.
+// queue waits for w's turn in its key's queue, which w has joined (w.t): the caller
+// joined and deferred w.t.leave before, so that w leaves on every exit, a panic too.
+// A non-nil error is Acquire's.
 func (w *waiter) queue() error {
-	w.t = w.c.queues.join(w.key)
 	if err := w.t.wait(w.ctx, w.c.closing); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return closedError(w.key)
