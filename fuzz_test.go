@@ -280,7 +280,7 @@ func FuzzJudge(f *testing.F) {
 				t.Fatalf("%s, reply %#v, error %v: outcome %d with error %v", s.name, val, replyErr, out, err)
 			}
 			iv, isInt := val.(int64)
-			if text, ok := val.(string); ok && s.st.decimal && replyErr == nil {
+			if text, ok := val.(string); ok && s.st.fencing && replyErr == nil {
 				// The fencing scripts answer counters as decimal strings.
 				n, err := strconv.ParseInt(text, 10, 64)
 				iv, isInt = n, err == nil

@@ -38,16 +38,12 @@ var (
 type step struct {
 	script *redis.Script
 	judge  func(v int64) outcome
-	// decimal: the script may answer its integer as a decimal string, as the fencing
-	// scripts answer a counter (a Lua number is a double: it would lose digits above
-	// 2^53, and Redis would turn one above 2^63 into a negative integer).
-	decimal bool
-}
-
-// counted reports whether the step's KEYS after the first are the fencing counter's
-// names, which depend on the kind of node (fenceKeys): Client.start adds them per node.
-func (st step) counted() bool {
-	return st.script == stepFenceRead.script || st.script == stepFencedAcquire.script
+	// fencing: a fencing script. Its KEYS after the first are the fencing counter's
+	// names, which depend on the kind of node (fenceKeys), so Client.start adds them per
+	// node; and it answers a counter as a decimal string (a Lua number is a double: it
+	// would lose digits above 2^53, and Redis would turn one above 2^63 into a negative
+	// integer).
+	fencing bool
 }
 
 // yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).

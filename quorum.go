@@ -171,7 +171,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	var withCounter [2][]string // a fenced step's KEYS for plain and Cluster nodes, made once
 	for i := range c.nodes {
 		nodeKeys := keys
-		if st.counted() {
+		if st.fencing {
 			kind := 0
 			if c.nodes[i].cluster {
 				kind = 1

@@ -301,7 +301,7 @@ func judge(st step, cmd *redis.Cmd) (outcome, int64, error) {
 		return outFailed, 0, err
 	}
 	v, ok := res.(int64)
-	if s, isText := res.(string); isText && st.decimal {
+	if s, isText := res.(string); isText && st.fencing {
 		v, err = strconv.ParseInt(s, 10, 64)
 		ok = err == nil
 	}
