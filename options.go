@@ -36,7 +36,9 @@ type Options struct {
 	// NodeTimeout bounds how long one step (acquire, extend, release) waits for a node;
 	// a node that has not answered by then counts as failed for that step. Zero means
 	// DefaultNodeTimeout (50 ms). Keep it small next to the TTLs you use: the time spent
-	// waiting is subtracted from the validity.
+	// waiting is subtracted from the validity. Clients made by NewFromURLs also get
+	// dial, read and write timeouts of 10 × NodeTimeout (unless the URL sets its own),
+	// which bound how long Close waits for a stalled node.
 	NodeTimeout time.Duration
 
 	// RetryDelay returns how long Acquire waits after failed attempt number attempt
