@@ -54,11 +54,15 @@ var passwordPlaces = []struct {
 	{"redis://%s@127.0.0.1:6379%s", func(p string) string { return url.User(p).String() }, false},
 }
 
-// isPort reports whether s, up to its first '/', '?' or '#', is digits only: what
-// follows "host:" in a URL is then a port.
+// isPort reports whether s, up to its first '/', '?' or '#' and after its last ':', is
+// digits only: what follows the authority's last ':' in a URL is a port ("::0000" is
+// host ":" and port 0000), checked for its range.
 func isPort(s string) bool {
 	if i := strings.IndexAny(s, "/?#"); i >= 0 {
 		s = s[:i]
+	}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		s = s[i+1:]
 	}
 	return strings.Trim(s, "0123456789") == ""
 }
