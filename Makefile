@@ -1,10 +1,18 @@
-# The test command of the README: installs what the tests need, then runs every test
-# with the race detector against real redis-server processes the tests start themselves.
+# The test command of the README: installs what the tests need, then runs every test of
+# every module with the race detector against real redis-server processes the tests
+# start themselves (docs/design.md, "Modules"). The library's module is tested outside
+# the workspace (GOWORK=off), with exactly the dependencies a user's build gets; the
+# others through go.work.
 .PHONY: test deps check test-docker stress
 
+# The modules beside the library's, each a directory with its own go.mod.
+MODULES := redlocktest cmd/redlock nemesis bench
+
 test: deps
-	go test -race -count=1 -p 1 ./...
-	cd nemesis && go vet ./... && go test -race -count=1 ./...
+	GOWORK=off go test -race -count=1 -p 1 ./...
+	go test -race -count=1 -p 1 ./redlocktest/... ./cmd/redlock/...
+	cd nemesis && go test -race -count=1 ./...
+	cd bench && go test -race -count=1 ./...
 
 deps:
 	./tools/install-deps.sh
@@ -12,7 +20,8 @@ deps:
 # Formatting and vet, as CI runs them before the tests.
 check:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
-	go vet ./...
+	GOWORK=off go vet ./...
+	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
 # Benchmarks against go-redsync/redsync and bsm/redislock, in the separate module bench/
 # (see docs/performance.md): real redis-server nodes started by the benchmarks, the
@@ -31,7 +40,8 @@ bench: deps
 	done
 	cd bench && go run ./cmd/ratio bench.txt
 
-# The bench module's own tests: each workload for a moment, the harness and the ratio command.
+# The bench module's own tests alone (make test runs them too): each workload for a
+# moment, the harness and the ratio command.
 bench-test: deps
 	cd bench && go vet ./... && go test -race -count=1 ./...
 
@@ -70,13 +80,13 @@ mutants: deps
 
 # Fuzzing: each fuzz target of the root package for FUZZTIME, one after another (go
 # test takes one -fuzz target per run), then how many inputs each one executed. A
-# failing input is written to testdata/fuzz/<target>/ and stops the run. Needs no
-# redis-server (FuzzKeysAndTTLs uses in-process nodes).
+# failing input is written to testdata/fuzz/<target>/ and stops the run.
+# FuzzKeysAndTTLs starts redis-server processes (three per fuzzing process).
 .PHONY: fuzz
 FUZZTIME ?= 10s
 FUZZTARGETS ?= FuzzNewFromURLs FuzzJudge FuzzKeysAndTTLs FuzzFenceKey
 fuzz: SHELL := /bin/bash
-fuzz:
+fuzz: deps
 	@summary=""; \
 	for target in $(FUZZTARGETS); do \
 		echo "== $$target for $(FUZZTIME)"; \

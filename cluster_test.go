@@ -11,16 +11,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/fencecheck"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/redlocktest"
-	"github.com/redlock-go/redlock/safety"
 )
 
 // members is a quorum of three members that are not all plain servers: two Redis
 // Clusters of two masters each, and one plain redis-server (five processes in all).
 type members struct {
 	t        *testing.T
-	clusters []*redlocktest.Cluster
+	clusters []*redistest.Cluster
 	plain    *redistest.Server
 }
 
@@ -28,7 +27,7 @@ func newMembers(t *testing.T) *members {
 	t.Helper()
 	m := &members{t: t}
 	for range 2 {
-		m.clusters = append(m.clusters, redlocktest.StartCluster(t, 2, redlocktest.Options{}))
+		m.clusters = append(m.clusters, redistest.StartCluster(t, 2, redistest.Options{}))
 	}
 	m.plain = redistest.Start(t, redistest.Options{})
 	return m
@@ -85,7 +84,7 @@ func clusterFencing(t *testing.T, m *members) {
 			defer cancel()
 			var (
 				mu     sync.Mutex
-				grants []safety.Grant
+				grants []fencecheck.Grant
 				wg     sync.WaitGroup
 			)
 			for w := range 4 {
@@ -100,7 +99,7 @@ func clusterFencing(t *testing.T, m *members) {
 							return
 						}
 						mu.Lock()
-						grants = append(grants, safety.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
+						grants = append(grants, fencecheck.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
 						mu.Unlock()
 						if (w+i)%4 != 0 { // every fourth lock is left to expire
 							_ = lock.Release(ctx)
@@ -112,7 +111,7 @@ func clusterFencing(t *testing.T, m *members) {
 			if t.Failed() {
 				return
 			}
-			if err := safety.FenceViolation(grants); err != nil {
+			if err := fencecheck.Violation(grants); err != nil {
 				t.Fatal(err)
 			}
 			// The counters are where FenceKeys says, at the last token on a majority.
@@ -135,7 +134,7 @@ func clusterFencing(t *testing.T, m *members) {
 
 // masterOf returns the master of cluster c that serves key's slot (StartCluster gives
 // master i the i-th equal range of slots), asking the cluster for the slot.
-func masterOf(t *testing.T, c *redlocktest.Cluster, key string) *redlocktest.Process {
+func masterOf(t *testing.T, c *redistest.Cluster, key string) *redistest.Server {
 	t.Helper()
 	slot, err := c.Masters[0].Client().ClusterKeySlot(t.Context(), key).Result()
 	if err != nil {
@@ -270,7 +269,7 @@ func clusterHealing(t *testing.T, m *members, fencing bool) {
 	lock.WaitForCalls()
 	member := m.clusters[0].ClusterClient()
 	counter := redlock.FenceKeys(member, key)[0]
-	masterOf(t, m.clusters[0], key).Restart(redlocktest.NoPersistence)
+	masterOf(t, m.clusters[0], key).Restart()
 	// The restarted master answers CLUSTERDOWN for a moment, until it rejoins.
 	eventually(t, "the restarted master to answer, without the key and its counter", func() bool {
 		n, err := member.Exists(ctx, key, counter).Result()

@@ -1,7 +1,9 @@
 package redlock_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,4 +61,66 @@ func TestLibraryImports(t *testing.T) {
 	if seen < 3 {
 		t.Fatalf("go list printed %d packages: %q", seen, out)
 	}
+}
+
+// maxUserModules is #12's bound on the module graph of a user's module that imports
+// the library (redlock and fenced), not counting the user's own module. The floor is 13:
+// go-redis, uuid and go-multierror with their own requirements. Above it: this module
+// and go.uber.org/goleak, which its tests use.
+const maxUserModules = 15
+
+// heavyModules must never enter a user's module graph through the library: the kit's,
+// the lab's and the CLI's dependencies live in their own modules.
+var heavyModules = []string{
+	"github.com/docker/", "github.com/ory/dockertest", "github.com/Shopify/toxiproxy",
+	"github.com/alicebob/miniredis", "github.com/yuin/gopher-lua", "github.com/rs/zerolog",
+	"github.com/prometheus/", "github.com/anishathalye/porcupine",
+	"github.com/go-redsync/", "github.com/bsm/redislock",
+}
+
+// TestUserModuleGraph builds the module graph a user gets from `go get` of this module:
+// a module of its own that imports redlock and fenced and replaces this module by the
+// working tree, outside any workspace. It checks #12's target with `go list -m all`.
+func TestUserModuleGraph(t *testing.T) {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/user\n\ngo 1.26\n\n"+
+		"require github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000\n\n"+
+		"replace github.com/redlock-go/redlock => "+root+"\n")
+	write("main.go", "package main\n\nimport (\n\t_ \"github.com/redlock-go/redlock\"\n"+
+		"\t_ \"github.com/redlock-go/redlock/fenced\"\n)\n\nfunc main() {}\n")
+	goCmd := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	goCmd("mod", "tidy")
+	lines := strings.Split(strings.TrimSpace(goCmd("list", "-m", "all")), "\n")
+	deps := lines[1:] // the first line is the user's own module
+	for _, d := range deps {
+		for _, h := range heavyModules {
+			if strings.HasPrefix(d, h) {
+				t.Errorf("the user's module graph holds %s", d)
+			}
+		}
+	}
+	if len(deps) > maxUserModules {
+		t.Errorf("the user's module graph has %d modules besides its own, want at most %d:\n%s",
+			len(deps), maxUserModules, strings.Join(deps, "\n"))
+	}
+	t.Logf("%d modules besides the user's own:\n%s", len(deps), strings.Join(deps, "\n"))
 }

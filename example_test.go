@@ -7,10 +7,10 @@ import (
 	"log"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // This is the README's quick start: a nightly job that cron starts on several machines
@@ -47,12 +47,12 @@ func writeReport(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// startNodes starts n in-process Redis servers (miniredis) for the runnable examples.
-// Tests of safety properties use real redis-server processes instead.
-func startNodes(n int) (nodes []redis.UniversalClient, servers []*miniredis.Miniredis, stop func()) {
+// startNodes starts n redis-server processes on free loopback ports for the runnable
+// examples; stop closes the clients and stops the servers by their PIDs.
+func startNodes(n int) (nodes []redis.UniversalClient, servers []*redistest.Server, stop func()) {
 	for range n {
-		s := miniredis.NewMiniRedis()
-		if err := s.Start(); err != nil {
+		s, err := redistest.StartServer(context.Background(), redistest.Options{})
+		if err != nil {
 			log.Fatal(err)
 		}
 		servers = append(servers, s)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/fencecheck"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/safety"
 )
 
 // TestFencingIncreases: tokens from 2 Clients and 6 goroutines, with locks that are
@@ -22,7 +22,7 @@ func TestFencingIncreases(t *testing.T) {
 	clients := []*redlock.Client{c.client, c.newClient(opts)}
 	var (
 		mu     sync.Mutex
-		grants []safety.Grant
+		grants []fencecheck.Grant
 		base   = time.Now()
 	)
 	phase := func(name string) {
@@ -42,7 +42,7 @@ func TestFencingIncreases(t *testing.T) {
 						return
 					}
 					mu.Lock()
-					grants = append(grants, safety.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
+					grants = append(grants, fencecheck.Grant{Start: start.Sub(base), End: end.Sub(base), Fence: lock.Fence()})
 					mu.Unlock()
 					if (w+i)%5 != 0 { // every fifth lock is left to expire
 						lock.Release(ctx)
@@ -59,7 +59,7 @@ func TestFencingIncreases(t *testing.T) {
 	c.servers[0].Restart()
 	c.servers[1].Restart()
 	phase("restarted with their data")
-	if err := safety.FenceViolation(grants); err != nil {
+	if err := fencecheck.Violation(grants); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%d grants, tokens %d..%d", len(grants), grants[0].Fence, grants[len(grants)-1].Fence)

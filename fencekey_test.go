@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-go/redlock/redlocktest"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // TestCRC16 checks the checksum against the published check value of CRC-16/XMODEM and
@@ -203,7 +203,7 @@ func TestFenceKeyRandom(t *testing.T) {
 // TestFenceKeySlotsOnRedis: Redis' own CLUSTER KEYSLOT agrees with hashSlot for a sample
 // of keys and their counter names, and the names are in their keys' slots.
 func TestFenceKeySlotsOnRedis(t *testing.T) {
-	node := redlocktest.StartCluster(t, 1, redlocktest.Options{}).Masters[0].Client()
+	node := redistest.StartCluster(t, 1, redistest.Options{}).Masters[0].Client()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	keys := sampleKeys(rand.New(rand.NewPCG(5, 6)), 2000)

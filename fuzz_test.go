@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -309,17 +308,17 @@ func FuzzJudge(f *testing.F) {
 	})
 }
 
-// keyNodes is FuzzKeysAndTTLs's set of in-process nodes and Clients.
+// keyNodes is FuzzKeysAndTTLs's set of nodes and Clients.
 type keyNodes struct {
-	servers       []*miniredis.Miniredis
+	admin         []*redis.Client // for the checks: KEYS and FLUSHALL
 	plain, fenced *Client
 }
 
 func newKeyNodes(tb testing.TB) *keyNodes {
-	nodes, servers := miniNodes(tb, 3)
+	nodes, admin := plainNodes(tb, 3)
 	opts := Options{
 		MaxAttempts: 2,
-		NodeTimeout: time.Second, // in-process nodes under a busy fuzzer
+		NodeTimeout: time.Second, // nodes under a busy fuzzer
 		RetryDelay:  func(int) time.Duration { return time.Millisecond },
 	}
 	plain, err := New(nodes, opts)
@@ -335,7 +334,7 @@ func newKeyNodes(tb testing.TB) *keyNodes {
 		plain.Close()
 		fenced.Close()
 	})
-	return &keyNodes{servers: servers, plain: plain, fenced: fenced}
+	return &keyNodes{admin: admin, plain: plain, fenced: fenced}
 }
 
 // run takes key with ttl through one operation (op selects TryAcquire or Acquire,
@@ -384,21 +383,27 @@ func (k *keyNodes) run(t *testing.T, key string, ttl, ext time.Duration, op uint
 		l.WaitForCalls()
 	}
 	c.inFlight.Wait() // every node call, a failed attempt's clean-up included
-	for i, s := range k.servers {
-		for _, left := range s.Keys() {
+	for i, s := range k.admin {
+		keys, err := s.Keys(ctx, "*").Result()
+		if err != nil {
+			t.Fatalf("KEYS on node %d: %v", i+1, err)
+		}
+		for _, left := range keys {
 			if c == k.fenced && slices.Contains(fenceKeys(key, false)[1:], left) {
 				continue // the fencing counter stays by design
 			}
 			t.Fatalf("key %q, ttl %v, op %d: %q left on node %d", key, ttl, op, left, i+1)
 		}
-		s.FlushAll()
+		if err := s.FlushAll(ctx).Err(); err != nil {
+			t.Fatalf("FLUSHALL on node %d: %v", i+1, err)
+		}
 	}
 }
 
 // FuzzKeysAndTTLs: any key (empty, huge, binary, with braces) and any TTL given to
 // Acquire, TryAcquire and Extend gives either a clear error or a lock that is then
-// released; nothing panics and no lock key stays on the nodes (in-process nodes;
-// TestOddKeys checks odd keys on real ones).
+// released; nothing panics and no lock key stays on the nodes (three redis-servers,
+// started once per fuzzing process).
 func FuzzKeysAndTTLs(f *testing.F) {
 	k := newKeyNodes(f)
 	ms := int64(time.Millisecond)

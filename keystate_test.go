@@ -6,29 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// miniNodes starts n in-process Redis servers (miniredis) and returns clients for
-// them; everything is closed when the test ends.
-func miniNodes(t testing.TB, n int) ([]redis.UniversalClient, []*miniredis.Miniredis) {
+// plainNodes starts n redis-server processes and returns clients for them without
+// retries, as New wants them, and a second client of each for the test's own checks;
+// everything is stopped when the test ends.
+func plainNodes(t testing.TB, n int) (nodes []redis.UniversalClient, admin []*redis.Client) {
 	t.Helper()
-	nodes := make([]redis.UniversalClient, n)
-	servers := make([]*miniredis.Miniredis, n)
-	for i := range n {
-		s := miniredis.NewMiniRedis()
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
+	for _, s := range redistest.StartN(t, n, redistest.Options{}) {
 		rdb := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
-		t.Cleanup(func() {
-			_ = rdb.Close()
-			s.Close()
-		})
-		nodes[i], servers[i] = rdb, s
+		t.Cleanup(func() { _ = rdb.Close() })
+		nodes = append(nodes, rdb)
+		admin = append(admin, s.Client())
 	}
-	return nodes, servers
+	return nodes, admin
 }
 
 // keyState returns the sizes of the Client's per-key maps.
@@ -56,7 +49,7 @@ func heapInUse() uint64 {
 // lock recorded and released, a yield, a fencing counter) plus a lock dropped without a
 // Release.
 func TestPerKeyStateBounded(t *testing.T) {
-	nodes, _ := miniNodes(t, 1)
+	nodes, _ := plainNodes(t, 1)
 	c, err := New(nodes, Options{})
 	if err != nil {
 		t.Fatal(err)

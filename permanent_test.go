@@ -11,7 +11,6 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/redlocktest"
 )
 
 // acquireNoDeadline runs Acquire on a context without a deadline, as
@@ -126,7 +125,7 @@ func TestPermanentErrorsEndAcquire(t *testing.T) {
 		var rdbs []redis.UniversalClient
 		var names []string
 		for range 2 {
-			m := redlocktest.StartCluster(t, 1, redlocktest.Options{}).Masters[0]
+			m := redistest.StartCluster(t, 1, redistest.Options{}).Masters[0]
 			rdbs = append(rdbs, m.Client())
 			names = append(names, m.Addr())
 		}

@@ -3,7 +3,10 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +15,6 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/redlocktest"
 )
 
 // compliant returns a Client over the servers whose go-redis clients do not retry, as
@@ -127,11 +129,11 @@ func TestCheckNodesClientSettings(t *testing.T) {
 func TestCheckNodesOneServer(t *testing.T) {
 	ctx := t.Context()
 	servers := redistest.StartN(t, 2, redistest.Options{})
-	proxy := redlocktest.NewNetwork(t).Proxy(servers[0].Addr())
-	addrs := append(redistest.Addrs(servers), proxy.Addr())
+	proxy := tcpProxy(t, servers[0].Addr())
+	addrs := append(redistest.Addrs(servers), proxy)
 	err := compliantAt(t, addrs, redlock.Options{}).CheckNodes(ctx)
 	got := nodeErrors(t, err)
-	if len(got) != 1 || got[0].Node != proxy.Addr() || !errors.Is(err, redlock.ErrNodeConfig) ||
+	if len(got) != 1 || got[0].Node != proxy || !errors.Is(err, redlock.ErrNodeConfig) ||
 		!strings.Contains(err.Error(), "the same server (run_id ") ||
 		!strings.Contains(err.Error(), "as node 1 ("+servers[0].Addr()+")") {
 		t.Fatalf("node 3 is node 1 through a proxy: got %v", err)
@@ -139,6 +141,66 @@ func TestCheckNodesOneServer(t *testing.T) {
 	if err := compliantAt(t, addrs[:2], redlock.Options{}).CheckNodes(ctx); err != nil {
 		t.Fatalf("two servers: %v", err)
 	}
+}
+
+// tcpProxy forwards the connections made to the address it returns to upstream, until
+// the test ends; it waits for its goroutines before the test's leak check.
+func tcpProxy(t *testing.T, upstream string) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+	)
+	track := func(c net.Conn) { // closes c at once when the test has ended
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			_ = c.Close()
+		}
+		conns = append(conns, c)
+	}
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close()
+		_ = src.Close()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			track(down)
+			track(up)
+			wg.Add(2)
+			go pipe(up, down)
+			go pipe(down, up)
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
 }
 
 // TestCheckNodesPausedMajority (#15 §3): with 3 of 5 nodes paused, CheckNodes asks all

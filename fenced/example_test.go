@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/fenced"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 func ExampleGuard() {
@@ -26,8 +26,8 @@ func ExampleGuard() {
 }
 
 func ExampleWrite() {
-	s := miniredis.NewMiniRedis() // the protected resource; any Redis server
-	if err := s.Start(); err != nil {
+	s, err := redistest.StartServer(context.Background(), redistest.Options{}) // the protected resource; any Redis server
+	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
@@ -36,7 +36,7 @@ func ExampleWrite() {
 	ctx := context.Background()
 
 	fmt.Println(fenced.Write(ctx, rdb, "balance", "100", 34))
-	err := fenced.Write(ctx, rdb, "balance", "90", 33) // stale holder
+	err = fenced.Write(ctx, rdb, "balance", "90", 33) // stale holder
 	fmt.Println(errors.Is(err, fenced.ErrStale))
 	v, token, _ := fenced.Read(ctx, rdb, "balance")
 	fmt.Println(v, token)
@@ -49,8 +49,8 @@ func ExampleWrite() {
 // ExampleUpdate takes one unit from a stock counter, fenced: the read, the decision and
 // the write are one step, so two holders never both store 999.
 func ExampleUpdate() {
-	s := miniredis.NewMiniRedis() // the protected resource; any Redis server
-	if err := s.Start(); err != nil {
+	s, err := redistest.StartServer(context.Background(), redistest.Options{}) // the protected resource; any Redis server
+	if err != nil {
 		panic(err)
 	}
 	defer s.Close()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/redlock-go/redlock/safety"
+	"github.com/redlock-go/redlock/cmd/redlock/safety"
 )
 
 // The checks of a history, each against what the library promises:

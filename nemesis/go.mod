@@ -2,12 +2,12 @@ module github.com/redlock-go/redlock/nemesis
 
 go 1.26.8
 
-replace github.com/redlock-go/redlock => ../
-
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+	github.com/redlock-go/redlock/cmd/redlock v0.0.0-00010101000000-000000000000
+	github.com/redlock-go/redlock/redlocktest v0.0.0-00010101000000-000000000000
 	golang.org/x/sys v0.50.0
 )
 

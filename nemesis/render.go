@@ -9,7 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/redlock-go/redlock/safety"
+	"github.com/redlock-go/redlock/cmd/redlock/safety"
 )
 
 // Render writes the pictures of a checked run into dir and returns their paths: for

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 // LibfaketimeEnv names the environment variable that gives the path of
@@ -57,11 +59,11 @@ func (p *Process) JumpErr(d time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.clock == nil {
-		return fmt.Errorf("redlocktest: Jump on %s: the node was not started with Options.Clock", loopback(p.port))
+		return fmt.Errorf("redlocktest: Jump on %s: the node was not started with Options.Clock", redisproc.Loopback(p.port))
 	}
 	p.offset += d
 	if err := p.writeClockLocked(); err != nil {
-		return fmt.Errorf("redlocktest: Jump on %s: %w", loopback(p.port), err)
+		return fmt.Errorf("redlocktest: Jump on %s: %w", redisproc.Loopback(p.port), err)
 	}
 	sign := ""
 	if d >= 0 {

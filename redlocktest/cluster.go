@@ -2,15 +2,10 @@ package redlocktest
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
-
-// clusterSlots is the number of hash slots of a Redis Cluster.
-const clusterSlots = 16384
 
 // Cluster is a small Redis Cluster of masters without replicas, built by hand (CLUSTER
 // ADDSLOTSRANGE and CLUSTER MEET), whose ClusterClient can be one member of a redlock
@@ -37,34 +32,12 @@ func StartCluster(t T, n int, opts Options) *Cluster {
 
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	clients := make([]*redis.Client, n)
+	members := make([]redisproc.ClusterMember, n)
 	for i, m := range c.Masters {
-		clients[i] = m.Client()
-		first := i * clusterSlots / n
-		last := (i+1)*clusterSlots/n - 1
-		if err := clients[i].ClusterAddSlotsRange(ctx, first, last).Err(); err != nil {
-			t.Fatalf("redlocktest: CLUSTER ADDSLOTSRANGE %d %d on %s: %v", first, last, m.Addr(), err)
-		}
+		members[i] = redisproc.ClusterMember{Client: m.Client(), Port: m.Port(), BusPort: m.busPort}
 	}
-	for _, m := range c.Masters[1:] {
-		// MEET with the cluster bus port, which is not port+10000 here.
-		err := clients[0].Do(ctx, "CLUSTER", "MEET", "127.0.0.1", m.Port(), m.busPort).Err()
-		if err != nil {
-			t.Fatalf("redlocktest: CLUSTER MEET %s from %s: %v", m.Addr(), c.Masters[0].Addr(), err)
-		}
-	}
-	for i, cl := range clients {
-		waitFor(t, ctx, "cluster node "+c.Masters[i].Addr()+" to be ready", func() error {
-			info, err := cl.ClusterInfo(ctx).Result()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(info, "cluster_state:ok") ||
-				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r\n") {
-				return fmt.Errorf("CLUSTER INFO: %s", strings.Join(strings.Fields(info), " "))
-			}
-			return nil
-		})
+	if err := redisproc.FormCluster(ctx, members); err != nil {
+		t.Fatalf("redlocktest: StartCluster: %v", err)
 	}
 	return c
 }

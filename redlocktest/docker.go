@@ -14,6 +14,7 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 const (
@@ -111,7 +112,7 @@ func (d *Docker) Start(t T, opts Options) Node {
 	t.Cleanup(c.cleanup)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := retryPorts(context.Background(), t.Logf, "a Redis container", func() error {
+	err := redisproc.RetryPorts(context.Background(), t.Logf, "a Redis container", func() error {
 		if err := c.removeLocked(); err != nil {
 			return err
 		}
@@ -148,7 +149,7 @@ type Container struct {
 func (c *Container) Addr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return loopback(c.port)
+	return redisproc.Loopback(c.port)
 }
 
 // ID returns the container's ID, or "" when there is none.
@@ -183,13 +184,13 @@ func (c *Container) Pause() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.running {
-		c.t.Fatalf("redlocktest: Pause on %s: container is not running", loopback(c.port))
+		c.t.Fatalf("redlocktest: Pause on %s: container is not running", redisproc.Loopback(c.port))
 	}
 	if c.paused {
 		return
 	}
 	if err := c.d.pool.Client.PauseContainer(c.res.Container.ID); err != nil {
-		c.t.Fatalf("redlocktest: docker pause on %s: %v", loopback(c.port), err)
+		c.t.Fatalf("redlocktest: docker pause on %s: %v", redisproc.Loopback(c.port), err)
 	}
 	c.paused = true
 }
@@ -204,7 +205,7 @@ func (c *Container) Resume() {
 		return
 	}
 	if err := c.d.pool.Client.UnpauseContainer(c.res.Container.ID); err != nil {
-		c.t.Fatalf("redlocktest: docker unpause on %s: %v", loopback(c.port), err)
+		c.t.Fatalf("redlocktest: docker unpause on %s: %v", redisproc.Loopback(c.port), err)
 	}
 	c.paused = false
 }
@@ -237,7 +238,7 @@ func (c *Container) RestartAfter(down time.Duration, p Persistence) {
 		}
 	}
 	if err != nil {
-		c.t.Fatalf("redlocktest: restarting the container on %s: %v", loopback(c.port), err)
+		c.t.Fatalf("redlocktest: restarting the container on %s: %v", redisproc.Loopback(c.port), err)
 	}
 }
 
@@ -302,7 +303,7 @@ func (c *Container) waitLocked() error {
 	}
 	// No process ID check: inside the container the server has its own PID
 	// namespace. A port taken by another server is caught by the container exiting.
-	err := waitReady(context.Background(), loopback(c.port), 0, exited)
+	err := redisproc.WaitReady(context.Background(), redisproc.Loopback(c.port), 0, exited)
 	if err == nil {
 		return nil
 	}
@@ -311,7 +312,7 @@ func (c *Container) waitLocked() error {
 		Container: id, OutputStream: &out, ErrorStream: &out, Stdout: true, Stderr: true, Tail: "40",
 	})
 	_ = c.killLocked()
-	return &startError{err: err, port: c.port, logName: "container " + id[:12], logTail: tailText(out.String())}
+	return &redisproc.StartError{Err: err, Port: c.port, LogName: "container " + id[:12], LogTail: redisproc.TailText(out.String())}
 }
 
 // killLocked kills the container if it runs and waits until it has stopped.
@@ -324,10 +325,10 @@ func (c *Container) killLocked() error {
 	err := c.d.pool.Client.KillContainer(dc.KillContainerOptions{ID: id, Signal: dc.SIGKILL})
 	var notRunning *dc.ContainerNotRunning
 	if err != nil && !errors.As(err, &notRunning) {
-		return fmt.Errorf("docker kill %s on %s: %v", id[:12], loopback(c.port), err)
+		return fmt.Errorf("docker kill %s on %s: %v", id[:12], redisproc.Loopback(c.port), err)
 	}
 	if _, err := c.d.pool.Client.WaitContainer(id); err != nil {
-		return fmt.Errorf("waiting for container %s on %s to stop: %v", id[:12], loopback(c.port), err)
+		return fmt.Errorf("waiting for container %s on %s to stop: %v", id[:12], redisproc.Loopback(c.port), err)
 	}
 	return nil
 }

@@ -37,7 +37,8 @@ func (p Persistence) String() string {
 	return "Persistence(?)"
 }
 
-// args returns the redis-server arguments for p.
+// args returns the redis-server arguments for p (the container backend's; processes
+// get theirs from redisproc.ServerArgs).
 func (p Persistence) args() []string {
 	if p == AOFAlways {
 		return []string{"--appendonly", "yes", "--appendfsync", "always"}

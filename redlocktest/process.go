@@ -7,13 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
+
+// pickPort chooses the port for a new server; tests replace it to simulate a port
+// taken by another process.
+var pickPort = redisproc.FreePort
 
 const (
 	serverBinary   = "redis-server"
@@ -219,7 +223,7 @@ func (p *Process) launchFirst(ctx context.Context, logf func(format string, args
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return retryPorts(ctx, logf, filepath.Base(p.bin), func() error {
+	return redisproc.RetryPorts(ctx, logf, filepath.Base(p.bin), func() error {
 		port, err := pickPort()
 		if err != nil {
 			return err
@@ -236,7 +240,7 @@ func (p *Process) launchFirst(ctx context.Context, logf func(format string, args
 
 // Addr returns the process's address, "127.0.0.1:PORT". It stays the same across Kill
 // and Restart.
-func (p *Process) Addr() string { return loopback(p.Port()) }
+func (p *Process) Addr() string { return redisproc.Loopback(p.Port()) }
 
 // Port returns the TCP port the process listens on.
 func (p *Process) Port() int {
@@ -318,13 +322,13 @@ func (p *Process) PauseErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
-		return fmt.Errorf("redlocktest: Pause on %s: process is not running", loopback(p.port))
+		return fmt.Errorf("redlocktest: Pause on %s: process is not running", redisproc.Loopback(p.port))
 	}
 	if p.paused {
 		return nil
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("redlocktest: Pause on %s: %w", loopback(p.port), err)
+		return fmt.Errorf("redlocktest: Pause on %s: %w", redisproc.Loopback(p.port), err)
 	}
 	p.paused = true
 	p.recordLocked(EventPause, "")
@@ -350,7 +354,7 @@ func (p *Process) ResumeErr() error {
 		return nil
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		return fmt.Errorf("redlocktest: Resume on %s: %w", loopback(p.port), err)
+		return fmt.Errorf("redlocktest: Resume on %s: %w", redisproc.Loopback(p.port), err)
 	}
 	p.paused = false
 	p.recordLocked(EventResume, "")
@@ -393,7 +397,7 @@ func (p *Process) RestartAfterErr(down time.Duration, pers Persistence) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return fmt.Errorf("redlocktest: restarting %s on %s: the process was closed", filepath.Base(p.bin), loopback(p.port))
+		return fmt.Errorf("redlocktest: restarting %s on %s: the process was closed", filepath.Base(p.bin), redisproc.Loopback(p.port))
 	}
 	p.persistence = pers
 	if err := p.launchLocked(context.Background()); err != nil {
@@ -412,9 +416,8 @@ func (p *Process) cleanup() {
 	}
 }
 
-// killLocked sends SIGKILL to the running process, if any, and reaps it. SIGKILL also
-// ends a process stopped by SIGSTOP, so no SIGCONT is sent first: continuing it would
-// let it execute commands queued while it was paused before it dies.
+// killLocked sends SIGKILL to the running process, if any, and reaps it
+// (redisproc.Kill).
 func (p *Process) killLocked() error {
 	if p.cmd == nil {
 		return nil
@@ -422,85 +425,40 @@ func (p *Process) killLocked() error {
 	cmd := p.cmd
 	p.cmd = nil
 	p.paused = false
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		// The process cannot be signalled; do not block on Wait forever.
-		return fmt.Errorf("killing %s (pid %d) on %s: %v", filepath.Base(p.bin), cmd.Process.Pid, loopback(p.port), err)
-	}
-	// The process was killed (or had already exited), so Wait only reports how it
-	// died; that is expected and not an error.
-	_ = cmd.Wait()
-	return nil
+	return redisproc.Kill(cmd, p.port)
 }
 
 // launchLocked starts the process on p.port and waits until it is ready. On failure
 // the process is killed and reaped, and the returned error includes the end of its log.
 func (p *Process) launchLocked(ctx context.Context) error {
 	logPath := filepath.Join(p.dir, logFileName)
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	// The child inherits its own copy of the descriptor.
-	defer logFile.Close()
-	info, err := logFile.Stat()
-	if err != nil {
-		return err
-	}
-	logStart := info.Size()
-
-	cmd := exec.Command(p.bin, p.argv(logPath)...)
-	cmd.Dir = p.dir
-	// Output written before the server opens its log file (configuration errors, a
-	// preloaded library's complaints) goes to the same file. An *os.File means
-	// os/exec starts no goroutines to copy the output.
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
+	c := redisproc.Command{Bin: p.bin, Dir: p.dir, Args: p.argv(logPath), Port: p.port, LogPath: logPath}
 	if p.clock != nil {
 		env, err := faketimeEnv(p.clockFile())
 		if err != nil {
 			return err
 		}
-		cmd.Env = append(os.Environ(), env...)
+		c.Env = append(os.Environ(), env...)
+		c.Hint = faketimeHint
 	}
-	if err := cmd.Start(); err != nil {
+	cmd, err := redisproc.Launch(ctx, c)
+	if err != nil {
 		return err
 	}
 	p.cmd = cmd
-
-	pid := cmd.Process.Pid
-	if err := waitReady(ctx, loopback(p.port), pid, func() bool { return processExited(pid) }); err != nil {
-		_ = p.killLocked()
-		tail := logTail(logPath, logStart)
-		return &startError{err: err, port: p.port, logName: logPath, logTail: tail + faketimeHint(tail)}
-	}
 	return nil
 }
 
 // argv returns the command line, without the program name.
 func (p *Process) argv(logPath string) []string {
 	var args []string
-	if p.conf != "" {
-		args = append(args, p.conf)
-	}
-	args = append(args,
-		"--port", strconv.Itoa(p.port),
-		"--bind", "127.0.0.1",
-		"--dir", p.dir,
-		"--daemonize", "no",
-		"--logfile", logPath,
-		"--protected-mode", "no",
-	)
-	if p.conf == "" { // persistence and cluster settings do not apply to a sentinel
-		args = append(args, "--save", "")
-		args = append(args, p.persistence.args()...)
+	switch {
+	case p.conf != "": // persistence and cluster settings do not apply to a sentinel
+		args = append([]string{p.conf}, redisproc.ListenArgs(p.port, p.dir, logPath)...)
+	default:
+		args = redisproc.ServerArgs(p.port, p.dir, logPath, p.persistence == AOFAlways)
 		if p.cluster {
-			args = append(args,
-				"--cluster-enabled", "yes",
-				"--cluster-config-file", "nodes.conf",
-				"--cluster-port", strconv.Itoa(p.busPort),
-				"--cluster-node-timeout", "2000",
-			)
+			args = append(args, redisproc.ClusterArgs(p.busPort)...)
 		}
 	}
 	return append(args, p.args...)
@@ -509,10 +467,9 @@ func (p *Process) argv(logPath string) []string {
 // findBinary returns the path of the named Redis binary, or an error saying how to
 // install it, which wraps exec.ErrNotFound when the binary is not on PATH.
 func findBinary(name string) (string, error) {
-	path, err := exec.LookPath(name)
+	path, err := redisproc.FindBinary(name)
 	if err != nil {
-		return "", fmt.Errorf("redlocktest: %s not found on PATH (%w); install it with "+
-			"`apt-get install -y redis-server redis-sentinel` (Debian/Ubuntu, as root)", name, err)
+		return "", fmt.Errorf("redlocktest: %w", err)
 	}
 	return path, nil
 }
@@ -544,5 +501,5 @@ func (p *Process) record(kind EventKind, detail string) {
 }
 
 func (p *Process) recordLocked(kind EventKind, detail string) {
-	record(p.t, Event{Kind: kind, Node: loopback(p.port), Binary: filepath.Base(p.bin), Detail: detail})
+	record(p.t, Event{Kind: kind, Node: redisproc.Loopback(p.port), Binary: filepath.Base(p.bin), Detail: detail})
 }

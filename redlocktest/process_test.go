@@ -1,6 +1,8 @@
 package redlocktest
 
 import (
+	"github.com/redlock-go/redlock/internal/redisproc"
+
 	"errors"
 	"fmt"
 	"net"
@@ -134,9 +136,9 @@ func TestStartRetriesWhenPortIsTaken(t *testing.T) {
 		if calls == 1 {
 			return taken, nil
 		}
-		return freePort()
+		return redisproc.FreePort()
 	}
-	t.Cleanup(func() { pickPort = freePort })
+	t.Cleanup(func() { pickPort = redisproc.FreePort })
 
 	s := Start(t, Options{})
 	if calls != 2 {

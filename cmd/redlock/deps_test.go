@@ -28,7 +28,7 @@ func TestBinaryDoesNotLinkTesting(t *testing.T) {
 		}
 	}
 	// The check means something only if the binary links what could pull testing in.
-	for _, want := range []string{"github.com/redlock-go/redlock/redlocktest", "github.com/redlock-go/redlock/safety"} {
+	for _, want := range []string{"github.com/redlock-go/redlock/redlocktest", "github.com/redlock-go/redlock/cmd/redlock/safety"} {
 		if !deps[want] {
 			t.Errorf("the binary no longer links %s; go list printed:\n%s", want, out)
 		}

@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/safety"
+	"github.com/redlock-go/redlock/cmd/redlock/safety"
 )
 
 // Exit codes shared by the subcommands. exec also passes its command's own code through;

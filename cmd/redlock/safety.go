@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-go/redlock/cmd/redlock/safety"
 	"github.com/redlock-go/redlock/redlocktest"
-	"github.com/redlock-go/redlock/safety"
 )
 
 const safetyAbout = `

@@ -1,4 +1,4 @@
-package redlocktest
+package redisproc
 
 import (
 	"bufio"
@@ -15,15 +15,15 @@ import (
 // server's pid, so that another server that took the port does not count as ready.
 // Nothing of the go-redis client outlives a probe.
 func TestProbeChecksTheProcess(t *testing.T) {
-	p := Start(t, Options{})
+	addr, pid := launchServer(t)
 	before := goleak.IgnoreCurrent()
-	if err := probe(p.Addr(), p.PID()); err != nil {
+	if err := Probe(addr, pid); err != nil {
 		t.Errorf("probe with the server's pid: %v", err)
 	}
-	if err := probe(p.Addr(), 0); err != nil {
+	if err := Probe(addr, 0); err != nil {
 		t.Errorf("probe without a pid: %v", err)
 	}
-	err := probe(p.Addr(), p.PID()+100000)
+	err := Probe(addr, pid+100000)
 	if err == nil || !strings.Contains(err.Error(), "other than pid") {
 		t.Errorf("probe with another pid = %v, want an error naming the other process", err)
 	}
@@ -53,7 +53,7 @@ func TestProbeLoading(t *testing.T) {
 			}
 		}
 	}()
-	err = probe(l.Addr().String(), 0)
+	err = Probe(l.Addr().String(), 0)
 	if err == nil || !strings.Contains(err.Error(), "LOADING") {
 		t.Errorf("probe of a loading server = %v, want the LOADING error", err)
 	}

@@ -1,4 +1,9 @@
-package redlocktest
+// Package redisproc launches Redis binaries (redis-server, redis-sentinel) as child
+// processes on loopback ports and stops them by PID: the engine under the root module's
+// test launcher (internal/redistest) and the fault kit redlocktest. It needs nothing
+// beyond go-redis and the standard library, so the library's own tests do not pull the
+// kit's modules (Docker, Toxiproxy) into the library's module graph.
+package redisproc
 
 import (
 	"context"
@@ -23,15 +28,11 @@ const (
 	addrInUseText = "Address already in use"
 )
 
-// pickPort chooses the port for a new server; tests replace it to simulate a port
-// taken by another process.
-var pickPort = freePort
+// ErrExited reports that the server exited before it became ready.
+var ErrExited = errors.New("server exited before answering PING")
 
-// errExited reports that the server exited before it became ready.
-var errExited = errors.New("server exited before answering PING")
-
-// freePort asks the kernel for a free TCP port on 127.0.0.1 and releases it.
-func freePort() (int, error) {
+// FreePort asks the kernel for a free TCP port on 127.0.0.1 and releases it.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -43,24 +44,24 @@ func freePort() (int, error) {
 	return port, nil
 }
 
-// loopback returns "127.0.0.1:port".
-func loopback(port int) string {
+// Loopback returns "127.0.0.1:port".
+func Loopback(port int) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
-// waitReady polls addr until the server answers PING with PONG, exited reports that it
+// WaitReady polls addr until the server answers PING with PONG, exited reports that it
 // is gone, ctx ends, or readyTimeout passes. A pid > 0 must also be the process_id the server
 // reports, so that another server that grabbed the port does not count.
-func waitReady(ctx context.Context, addr string, pid int, exited func() bool) error {
+func WaitReady(ctx context.Context, addr string, pid int, exited func() bool) error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if exited() {
-			return errExited
+			return ErrExited
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s not ready: %w", addr, err)
 		}
-		err := probe(addr, pid)
+		err := Probe(addr, pid)
 		if err == nil {
 			return nil
 		}
@@ -71,12 +72,12 @@ func waitReady(ctx context.Context, addr string, pid int, exited func() bool) er
 	}
 }
 
-// probe sends PING to addr and, if the reply is PONG and pid > 0, checks with INFO that
+// Probe sends PING to addr and, if the reply is PONG and pid > 0, checks with INFO that
 // the server answering is that process. It speaks through a go-redis client on a
 // connection it dials itself, so that a refused connection, the common case while a
 // server starts, is not logged by go-redis's pool; the client is closed before probe
 // returns, so nothing of it outlives the probe.
-func probe(addr string, pid int) error {
+func Probe(addr string, pid int) error {
 	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
 	if err != nil {
 		return err
@@ -127,38 +128,40 @@ func probe(addr string, pid int) error {
 	return nil
 }
 
-// startError describes a server that did not become ready.
-type startError struct {
-	err     error
-	port    int
-	logName string // where the log lines come from
-	logTail string // the last lines the server wrote
+// StartError describes a server that did not become ready.
+type StartError struct {
+	Err     error
+	Port    int
+	LogName string // where the log lines come from
+	LogTail string // the last lines the server wrote
 }
 
-func (e *startError) Error() string {
-	return fmt.Sprintf("%v (port %d)\n--- last lines of %s ---\n%s", e.err, e.port, e.logName, e.logTail)
+// Error names the port and quotes the end of the log.
+func (e *StartError) Error() string {
+	return fmt.Sprintf("%v (port %d)\n--- last lines of %s ---\n%s", e.Err, e.Port, e.LogName, e.LogTail)
 }
 
-func (e *startError) Unwrap() error { return e.err }
+// Unwrap returns the reason the server was not ready.
+func (e *StartError) Unwrap() error { return e.Err }
 
-// portTaken reports whether the server exited because a port was in use.
-func (e *startError) portTaken() bool {
-	return errors.Is(e.err, errExited) && strings.Contains(e.logTail, addrInUseText)
+// PortTaken reports whether the server exited because a port was in use.
+func (e *StartError) PortTaken() bool {
+	return errors.Is(e.Err, ErrExited) && strings.Contains(e.LogTail, addrInUseText)
 }
 
-// retryPorts runs launch with fresh ports until it succeeds, fails for a reason other
-// than a port taken between freePort and the server binding it, or startAttempts
+// RetryPorts runs launch with fresh ports until it succeeds, fails for a reason other
+// than a port taken between FreePort and the server binding it, or startAttempts
 // attempts have been made. logf, when not nil, hears about each retry.
-func retryPorts(ctx context.Context, logf func(format string, args ...any), what string, launch func() error) error {
+func RetryPorts(ctx context.Context, logf func(format string, args ...any), what string, launch func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := launch()
 		if err == nil {
 			return nil
 		}
-		var se *startError
-		if attempt < startAttempts && ctx.Err() == nil && errors.As(err, &se) && se.portTaken() {
+		var se *StartError
+		if attempt < startAttempts && ctx.Err() == nil && errors.As(err, &se) && se.PortTaken() {
 			if logf != nil {
-				logf("redlocktest: port %d was taken, retrying with another port", se.port)
+				logf("port %d was taken, retrying with another port", se.Port)
 			}
 			continue
 		}
@@ -166,8 +169,8 @@ func retryPorts(ctx context.Context, logf func(format string, args ...any), what
 	}
 }
 
-// tailText returns the last logTailLines lines of text.
-func tailText(text string) string {
+// TailText returns the last logTailLines lines of text.
+func TailText(text string) string {
 	text = strings.TrimRight(text, "\n")
 	if text == "" {
 		return "(log is empty)"
@@ -179,8 +182,8 @@ func tailText(text string) string {
 	return strings.Join(lines, "\n")
 }
 
-// logTail returns the last lines of the log file written since offset.
-func logTail(path string, offset int64) string {
+// LogTail returns the last lines of the log file written since offset.
+func LogTail(path string, offset int64) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read log: %v)", err)
@@ -188,5 +191,5 @@ func logTail(path string, offset int64) string {
 	if offset > int64(len(data)) {
 		offset = 0
 	}
-	return tailText(string(data[offset:]))
+	return TailText(string(data[offset:]))
 }

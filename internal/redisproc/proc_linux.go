@@ -1,4 +1,4 @@
-package redlocktest
+package redisproc
 
 import (
 	"syscall"
@@ -6,18 +6,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr returns the process attributes for a server process. Pdeathsig
+// SysProcAttr returns the process attributes for a server process. Pdeathsig
 // kills the server if the test binary dies without running its cleanups,
 // for example when `go test -timeout` panics.
-func sysProcAttr() *syscall.SysProcAttr {
+func SysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// processExited reports whether the child process pid has exited. It uses
+// Exited reports whether the child process pid has exited. It uses
 // waitid with WNOWAIT, so the process is left for exec.Cmd.Wait to reap,
 // and WNOHANG, so it never blocks. A process stopped by SIGSTOP does not
 // count as exited.
-func processExited(pid int) bool {
+func Exited(pid int) bool {
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	if err != nil {
