@@ -79,7 +79,7 @@ var mutants = []mutant{{
 	What:   "no clean-up after a failed attempt",
 	Family: "cleanup",
 	Check:  "availability",
-	Edits: []edit{{File: "redlock.go",
+	Edits: []edit{{File: "acquire.go",
 		Old: "\tc.cleanup(ctx, key, token, r)\n\tkind := ErrUnavailable",
 		New: "\tkind := ErrUnavailable"}},
 }, {
