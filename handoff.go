@@ -158,7 +158,7 @@ func (q *queues) granted(l *Lock) {
 			}
 		}
 		q.held = live
-		q.heldPruned = max(len(q.held), 64)
+		q.heldPruned = max(len(q.held), heldPruneFloor)
 	}
 }
 

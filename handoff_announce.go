@@ -187,7 +187,7 @@ func (q *queues) sweepLater() {
 		return
 	}
 	if next, ok := q.sweep(time.Now()); ok {
-		q.schedule(max(next, q.lingering()/4))
+		q.schedule(max(next, q.lingering()/sweepDivisor))
 	}
 }
 

@@ -181,18 +181,8 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // whatever it returns.
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
-	// Mark the lock released first, so that no KeepAlive can start from here on, then
-	// stop the running one (before taking l.op: the keeper may be inside Extend).
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
-		return lostError("release", l.key, "already released")
-	}
-	l.released, l.releasedAt = true, c.opts.Clock.Now()
-	k := l.keeper
-	l.mu.Unlock()
-	if k != nil {
-		k.halt(errReleased)
+	if err := l.markReleased(); err != nil {
+		return err
 	}
 	if err := l.begin("release"); err != nil {
 		return err
@@ -225,18 +215,10 @@ func (l *Lock) Release(ctx context.Context) error {
 		o.got <- nil
 	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
-	var courtesy time.Duration
 	end := c.opts.Clock.Now()
-	if capped && t.high > 1 { // release.lua answers 1 + the clients that heard it
-		courtesy = 2 * end.Sub(start)
-	}
-	// A new Acquire here lets woken Clients go first: four round trips to a majority
-	// and Go's timer lateness on an idle runtime (~1 ms), at most the node timeout.
-	var yield time.Duration
-	if t.quorumIn > 0 {
-		yield = min(4*t.quorumIn+time.Millisecond, c.opts.NodeTimeout)
-	}
-	c.queues.released(l, courtesy, t.high, yield, end)
+	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
+	// of handoffs this Client's head steps back (courtesyFor).
+	c.queues.released(l, courtesyFor(capped, t.high, end.Sub(start)), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}
@@ -247,6 +229,24 @@ func (l *Lock) Release(ctx context.Context) error {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// markReleased marks the lock released first thing in Release, so that no KeepAlive
+// can start from here on, then stops the running one (before Release takes l.op: the
+// keeper may be inside Extend). It fails if Release was called before.
+func (l *Lock) markReleased() error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return lostError("release", l.key, "already released")
+	}
+	l.released, l.releasedAt = true, l.c.opts.Clock.Now()
+	k := l.keeper
+	l.mu.Unlock()
+	if k != nil {
+		k.halt(errReleased)
+	}
+	return nil
 }
 
 // begin starts a step on the lock: one at a time (l.op), and registered with the
