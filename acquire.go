@@ -127,17 +127,15 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := ctx.Err(); err != nil {
 		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
 	}
-	ms := ttl.Milliseconds()
 	if !c.opts.Fencing {
 		token, err := newToken()
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, _ := c.round(ctx, key, token, ttl, stepAcquire, []string{key}, []any{token, ms}, 0)
+		lock, qe, _ := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl})
 		return lock, qe, nil
 	}
-	keys := []string{key} // Client.start adds the counter's names per node
-	fence, qe, err := c.proposal(ctx, key, keys)
+	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
 	if qe != nil || err != nil {
 		return nil, qe, err
 	}
@@ -147,7 +145,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, t := c.round(ctx, key, token, ttl, stepFencedAcquire, keys, []any{token, ms, fence}, fence)
+		lock, qe, t := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl, fence: fence})
 		if lock != nil {
 			c.fences.raise(key, fence)
 			return lock, nil, nil
@@ -185,23 +183,43 @@ func newToken() (string, error) {
 	return id.String(), nil
 }
 
-// round is one acquisition round with the given step; fence is the proposed fencing
-// token (0 without fencing).
-func (c *Client) round(ctx context.Context, key, token string, ttl time.Duration, st step, keys []string, args []any, fence int64) (*Lock, *QuorumError, tally) {
+// roundRequest is one acquisition round for Client.round to run.
+type roundRequest struct {
+	key   string
+	token string // the round's own token (see newToken)
+	ttl   time.Duration
+	// fence is the proposed fencing token with Options.Fencing (at least 1: the round
+	// runs the fenced acquire), else 0 (the plain acquire).
+	fence int64
+}
+
+// stepRequest returns the acquire step that req sends to every node.
+func (req roundRequest) stepRequest() stepRequest {
+	args := []any{req.token, req.ttl.Milliseconds()}
+	if req.fence == 0 {
+		return stepRequest{step: stepAcquire, keys: []string{req.key}, args: args}
+	}
+	// Client.start adds the counter's names per node.
+	return stepRequest{step: stepFencedAcquire, keys: []string{req.key}, args: append(args, req.fence)}
+}
+
+// round is one acquisition round: it grants the lock with a majority and validity
+// left, and otherwise cleans up and says why it failed.
+func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumError, tally) {
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRequest{step: st, keys: keys, args: args})
+	r := c.start(ctx, req.stepRequest())
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
-	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
+	v := validity(req.ttl, now.Sub(start), c.opts.DriftFactor)
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: key, token: token, fence: fence, ttl: ttl, until: now.Add(v), lastRound: r}, nil, t
+		return &Lock{c: c, key: req.key, token: req.token, fence: req.fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
 	}
-	c.cleanup(ctx, key, token, r)
+	c.cleanup(ctx, req.key, req.token, r)
 	kind := ErrUnavailable
 	if ctxErr != nil || t.contended() {
 		kind = ErrNotAcquired
 	}
-	qe := c.quorumError("acquire", key, t, errs, kind, ctxErr)
+	qe := c.quorumError("acquire", req.key, t, errs, kind, ctxErr)
 	qe.Late = t.won()
 	qe.quorum = t.quorumIn
 	return nil, qe, t
