@@ -23,6 +23,13 @@ import (
 //     released: the key is then free on a majority and the next attempt can win.
 //   - Polling with Options.RetryDelay stays as the fallback: a lock that expires is
 //     never announced, and notices are lost while a node is down or reconnecting.
+//
+// The parts, one file each: handoff.go holds the state they share (queues, under one
+// mutex) and the direct handoff inside one Client (offers, Lock.handoff, the record of
+// the locks this Client holds); handoff_queue.go the wait queue (turns and wake-ups, no
+// Redis); handoff_announce.go the release announcer (subscriptions, notices, the timer
+// that drops idle keys); handoff_pacing.go every constant and decision of fairness and
+// timing.
 
 // queues is a Client's per-key state for waiters and its subscriptions.
 type queues struct {
