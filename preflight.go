@@ -55,29 +55,7 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 	asked := ctx
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	results := make(chan nodeCheck, len(c.nodes))
-	// Each node's question out now, named in its error if no answer comes in time.
-	asking := make([]atomic.Pointer[string], len(c.nodes))
-	first := "CONFIG GET"
-	// Close waits for the calls still out after CheckNodes returns.
-	c.inFlight.Add(len(c.nodes))
-	for i := range c.nodes {
-		asking[i].Store(&first)
-		go func() {
-			defer c.inFlight.Done()
-			results <- checkNode(ctx, i, c.nodes[i].rdb, want, &asking[i])
-		}()
-	}
-	checks := make([]*nodeCheck, len(c.nodes))
-collect:
-	for range c.nodes {
-		select {
-		case r := <-results:
-			checks[r.node] = &r
-		case <-ctx.Done():
-			break collect
-		}
-	}
+	checks, asking := c.askNodes(ctx, want)
 	var errs *multierror.Error
 	ids := make([][]string, len(c.nodes)) // each node's servers' run_id
 	for i, n := range c.nodes {
@@ -98,6 +76,46 @@ collect:
 			errs = multierror.Append(errs, &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s", ErrNodeConfig, strings.Join(wrong, "; "))})
 		}
 	}
+	errs = c.sameServers(ids, errs)
+	finish(&errs)
+	return errs.ErrorOrNil()
+}
+
+// askNodes asks every node its questions (checkNode) at once and collects the answers
+// that come before ctx ends: checks[i] is nil for a node that had not answered by then,
+// and asking[i] names the question it left open. The calls still out after that run on
+// in the background; Close waits for them.
+func (c *Client) askNodes(ctx context.Context, want map[string]string) (checks []*nodeCheck, asking []atomic.Pointer[string]) {
+	results := make(chan nodeCheck, len(c.nodes))
+	// Each node's question out now, named in its error if no answer comes in time.
+	asking = make([]atomic.Pointer[string], len(c.nodes))
+	first := "CONFIG GET"
+	// Close waits for the calls still out after CheckNodes returns.
+	c.inFlight.Add(len(c.nodes))
+	for i := range c.nodes {
+		asking[i].Store(&first)
+		go func() {
+			defer c.inFlight.Done()
+			results <- checkNode(ctx, i, c.nodes[i].rdb, want, &asking[i])
+		}()
+	}
+	checks = make([]*nodeCheck, len(c.nodes))
+collect:
+	for range c.nodes {
+		select {
+		case r := <-results:
+			checks[r.node] = &r
+		case <-ctx.Done():
+			break collect
+		}
+	}
+	return checks, asking
+}
+
+// sameServers adds to errs an ErrNodeConfig error for each node that reached a server
+// (ids[i]: node i's servers' run_id) that an earlier node reached too: one server must
+// not vote twice. It returns the list.
+func (c *Client) sameServers(ids [][]string, errs *multierror.Error) *multierror.Error {
 	seen := make(map[string]int) // run_id → the first node that has it
 	for i, nodeIDs := range ids {
 		for _, id := range nodeIDs {
@@ -115,8 +133,7 @@ collect:
 			break
 		}
 	}
-	finish(&errs)
-	return errs.ErrorOrNil()
+	return errs
 }
 
 // checkTimeoutFactor bounds how long CheckNodes waits for each node: this many times

@@ -139,31 +139,6 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 	return nil, w.stopped()
 }
 
-// pacing is what the head's wait before its next attempt depends on.
-type pacing struct {
-	failed int           // attempts failed so far
-	quick  bool          // the latest attempt lost a race (lostRace)
-	took   time.Duration // its round trip to a majority
-	held   time.Time     // a lock of this Client holds the key until then; zero: none
-}
-
-// delay is the pacing decision: how long the head waits before its next attempt (a
-// wake-up or a handoff ends the wait sooner). By default, what retry (Options.RetryDelay)
-// gives for the attempts failed so far; after a lost race, one to three round trips if
-// that is sooner; while a lock of this Client holds the key, until that lock's validity
-// ends (its Release wakes the head first). jitter(n) returns a random duration in
-// [0, n); with the two functions fixed, delay depends on its inputs only.
-func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitter func(n time.Duration) time.Duration) time.Duration {
-	d := retry(max(p.failed, 1))
-	if p.quick {
-		d = min(d, p.took+jitter(2*p.took))
-	}
-	if !p.held.IsZero() {
-		d = p.held.Sub(now)
-	}
-	return d
-}
-
 // verdict classifies a failed attempt: nil means Acquire retries; otherwise the error
 // is Acquire's. It is the one place, with stopped, that decides how Acquire fails.
 func (w *waiter) verdict(qe *QuorumError) error {

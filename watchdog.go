@@ -121,30 +121,20 @@ func (l *Lock) detach(k *keeper) {
 // renew runs the keeper's loop and returns the cause for ending the work's context.
 func (l *Lock) renew(ctx context.Context, k *keeper) error {
 	c := l.c
-	failures := 0
-	var last *QuorumError // the latest failed renewal since the last success
-	prev := c.opts.Clock.Now()
-	// The first renewal comes a third of the validity after KeepAlive was called, or,
-	// for a lock already part way through a validity that its TTL gives, a third into
-	// that validity, as every later renewal does: a lock kept alive some time after its
-	// Acquire would otherwise reach its last renewal start unrenewed.
-	until, ttl := l.deadline()
-	v := bestValidity(ttl, c.opts.DriftFactor)
-	next := earlier(prev.Add(v/renewDivisor), until.Add(-v+v/renewDivisor))
-	closed := func() error { return fmt.Errorf("redlock: keep alive %q: %w", l.key, ErrClosed) }
+	s := l.firstRenewal()
 	for {
 		select {
 		case <-c.closing:
-			return closed()
+			return keepAliveClosed(l.key)
 		default:
 		}
 		now := c.opts.Clock.Now()
 		until, ttl := l.deadline()
-		if gap := clockGap(prev, now); gap > drift(ttl, c.opts.DriftFactor) {
+		if gap := clockGap(s.prev, now); gap > drift(ttl, c.opts.DriftFactor) {
 			l.lose(now)
 			return lostError("keep alive", l.key, fmt.Sprintf("wall and monotonic clocks moved apart by %v (suspended?)", gap.Round(time.Millisecond)))
 		}
-		prev = now
+		s.prev = now
 		// The work must have stopped by stopBy; a renewal started after lastStart
 		// could not be confirmed before then, as a step may take NodeTimeout.
 		v := bestValidity(ttl, c.opts.DriftFactor)
@@ -152,41 +142,85 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		lastStart := stopBy.Add(-c.opts.NodeTimeout)
 		if !now.Before(lastStart) {
 			const why = "no renewal confirmed in time"
-			if last != nil {
-				return renewalsFailed(last, why)
+			if s.last != nil {
+				return renewalsFailed(s.last, why)
 			}
 			return lostError("keep alive", l.key, why)
 		}
-		if now.Before(next) {
-			wait := min(next.Sub(now), lastStart.Sub(now))
-			select {
-			case <-k.stop:
-				return context.Canceled
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			case <-c.closing:
-				return closed()
-			case <-c.opts.Clock.After(wait):
+		if now.Before(s.next) {
+			if err := l.idle(ctx, k, min(s.next.Sub(now), lastStart.Sub(now))); err != nil {
+				return err
 			}
 			continue
 		}
-		err := l.Extend(ctx, ttl)
-		switch {
-		case err == nil:
-			failures, last = 0, nil
-			next = c.opts.Clock.Now().Add(v / renewDivisor)
-		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
+		if err := s.extended(ctx, c, l.Extend(ctx, ttl), v); err != nil {
 			return err
-		case ctx.Err() != nil:
-			return context.Cause(ctx)
-		default: // ErrUnavailable: try again soon, while time remains
-			failures++
-			if qe := (*QuorumError)(nil); errors.As(err, &qe) {
-				last = qe
-			}
-			next = c.opts.Clock.Now().Add(c.opts.RetryDelay(failures))
 		}
 	}
+}
+
+// renewal is the state the keeper's loop carries from one pass to the next.
+type renewal struct {
+	failures int          // renewals failed in a row
+	last     *QuorumError // the latest failed renewal since the last success
+	prev     time.Time    // the previous clock reading, for the suspension check
+	next     time.Time    // when the next renewal is due
+}
+
+// firstRenewal returns the keeper's state before its first pass. The first renewal
+// comes a third of the validity after KeepAlive was called, or, for a lock already part
+// way through a validity that its TTL gives, a third into that validity, as every later
+// renewal does: a lock kept alive some time after its Acquire would otherwise reach its
+// last renewal start unrenewed.
+func (l *Lock) firstRenewal() renewal {
+	c := l.c
+	prev := c.opts.Clock.Now()
+	until, ttl := l.deadline()
+	v := bestValidity(ttl, c.opts.DriftFactor)
+	return renewal{prev: prev, next: earlier(prev.Add(v/renewDivisor), until.Add(-v+v/renewDivisor))}
+}
+
+// idle waits d, until the next pass of the keeper's loop. A non-nil result (stop was
+// called, ctx ended, the Client closed) ends the keeper with that cause.
+func (l *Lock) idle(ctx context.Context, k *keeper, d time.Duration) error {
+	c := l.c
+	select {
+	case <-k.stop:
+		return context.Canceled
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.closing:
+		return keepAliveClosed(l.key)
+	case <-c.opts.Clock.After(d):
+		return nil
+	}
+}
+
+// extended records the outcome err of one renewal (an Extend to the lock's TTL, whose
+// validity is v at best) and schedules the next. A non-nil result ends the keeper with
+// that cause.
+func (s *renewal) extended(ctx context.Context, c *Client, err error, v time.Duration) error {
+	switch {
+	case err == nil:
+		s.failures, s.last = 0, nil
+		s.next = c.opts.Clock.Now().Add(v / renewDivisor)
+	case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
+		return err
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
+	default: // ErrUnavailable: try again soon, while time remains
+		s.failures++
+		if qe := (*QuorumError)(nil); errors.As(err, &qe) {
+			s.last = qe
+		}
+		s.next = c.opts.Clock.Now().Add(c.opts.RetryDelay(s.failures))
+	}
+	return nil
+}
+
+// keepAliveClosed is the cause that ends a KeepAlive when the Client closes.
+func keepAliveClosed(key string) error {
+	return fmt.Errorf("redlock: keep alive %q: %w", key, ErrClosed)
 }
 
 // deadline returns the lock's validity end and TTL.

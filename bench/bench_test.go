@@ -122,9 +122,9 @@ func reportCycles(b *testing.B, st benchload.CycleStats) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkHotKey: 8 workers loop on one key (acquire, hold ~100 µs, release,
-// straight back); b.N is the number of acquisitions. Reports real hand-overs per
+// straight back); b.N is the number of acquisitions. Reports real handoffs per
 // second (the holder changed), the share of self re-acquisitions, the wait of the
-// acquisitions that were hand-overs, and mutual-exclusion violations.
+// acquisitions that were handoffs, and mutual-exclusion violations.
 func BenchmarkHotKey(b *testing.B) {
 	for _, l := range libs {
 		n := nodesOf(l, *nodeCount)

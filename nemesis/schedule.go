@@ -22,7 +22,7 @@ const (
 	// Mixed: all faults, all sessions, all clients' settings.
 	Mixed Family = "mixed"
 	// HandOff: duplicated commands, several workers of one Client on one key
-	// (hand-overs), holders that extend past their hand-over TTL.
+	// (handoffs), holders that extend past their handoff TTL.
 	HandOff Family = "handoff"
 	// Drift: every node's clock runs fast, inside the drift allowance; holders keep
 	// the lock to its validity end; contenders retry fast.
@@ -67,12 +67,12 @@ const (
 // ClientSpec is one redlock.Client of a worker process.
 type ClientSpec struct {
 	Fencing     bool
-	Workers     int           // goroutines sharing the Client (several make hand-overs)
+	Workers     int           // goroutines sharing the Client (several make handoffs)
 	NodeTimeout time.Duration // Options.NodeTimeout
 	RetryMax    time.Duration // Options.RetryDelay is ExponentialJitter(RetryMax/25, RetryMax)
 	Duplicate   float64       // share of commands delivered twice (0: none)
 	DupDelay    time.Duration // bound of a copy's delay
-	// DupHandOffs narrows the copies to the hand-over step (a script call with one
+	// DupHandOffs narrows the copies to the handoff step (a script call with one
 	// key and three arguments: two tokens and a TTL), so that late copies of
 	// attempts do not block the key for everyone.
 	DupHandOffs bool
@@ -235,8 +235,8 @@ func Generate(seed uint64, f Family) *Schedule {
 
 	switch f {
 	case HandOff:
-		// One Client per process with three workers on one key: hand-overs; a hand-over
-		// call may come again, up to the hand-over TTL later; holders extend to three
+		// One Client per process with three workers on one key: handoffs; a handoff
+		// call may come again, up to the handoff TTL later; holders extend to three
 		// times the TTL and keep the lock nearly to its end.
 		s.TTL, s.MaxTTL = time.Second, 3*time.Second
 		s.Length = 10 * time.Second
@@ -277,7 +277,7 @@ func Generate(seed uint64, f Family) *Schedule {
 		// In each process one Client's holders extend right before their validity
 		// ends, through slow requests; one other Client, a single worker that retries
 		// every few milliseconds, takes the key once it is free and lets it go at once
-		// (one worker, so no hand-over keeps the key taken).
+		// (one worker, so no handoff keeps the key taken).
 		s.TTL, s.MaxTTL = time.Second, 2*time.Second
 		s.Length = 8 * time.Second
 		for p := range s.Procs {

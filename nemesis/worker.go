@@ -102,7 +102,7 @@ func runWorker(specJSON string) error {
 					Seed: spec.Seed*1000 + uint64(global)*10 + uint64(n),
 				}
 				if cs.DupHandOffs {
-					dopts.Match = isHandOff
+					dopts.Match = isHandoff
 				}
 				d := redlocktest.NewDuplicator(rdb.Options(), dopts)
 				rdb.AddHook(d)
@@ -191,10 +191,10 @@ func runWorker(specJSON string) error {
 	return nil
 }
 
-// isHandOff reports whether cmd is a script call with one key and three arguments:
-// the hand-over step (KEYS: the lock; ARGV: the releasing token, the new token, the
+// isHandoff reports whether cmd is a script call with one key and three arguments:
+// the handoff step (KEYS: the lock; ARGV: the releasing token, the new token, the
 // TTL). No other script of the library has that shape.
-func isHandOff(cmd redis.Cmder) bool {
+func isHandoff(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if n := cmd.Name(); (n != "evalsha" && n != "eval") || len(args) != 7 {
 		return false

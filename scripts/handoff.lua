@@ -3,11 +3,11 @@
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the releasing lock's token
--- ARGV[2]  the token of the lock handed over
+-- ARGV[2]  the token of the lock handed off
 -- ARGV[3]  the new lock's time to live in milliseconds
 --
 -- Returns 1 when the key now holds ARGV[2] with at least ARGV[3] ms to live: it held
--- ARGV[1] (the hand-over), was absent (as acquire.lua would take it), or already held
+-- ARGV[1] (the handoff), was absent (as acquire.lua would take it), or already held
 -- ARGV[2]. Returns 0 when another token holds it, which is left untouched.
 --
 -- A copy of this call can arrive again, late (go-redis re-sends a command after a lost

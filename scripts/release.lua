@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the token the lock was acquired with
--- ARGV[2]  optional: the token of a hand-over that failed (see handoff.lua), which may
+-- ARGV[2]  optional: the token of a handoff that failed (see handoff.lua), which may
 --          have replaced ARGV[1] on this node and is deleted as well
 --
 -- Returns -1 when another token holds the key (that holder's lock is left untouched);

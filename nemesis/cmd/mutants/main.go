@@ -41,10 +41,10 @@ type mutant struct {
 	Edits  []edit
 }
 
-// oldHandOff is scripts/handoff.lua before the fix: it sets the key again with PX ttl
-// when the key already holds the new token, so a late copy of a hand-over shortens the
+// oldHandoff is scripts/handoff.lua before the fix: it sets the key again with PX ttl
+// when the key already holds the new token, so a late copy of a handoff shortens the
 // TTL that an Extend had raised.
-const oldHandOff = `local cur = redis.call('GET', KEYS[1])
+const oldHandoff = `local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] or cur == ARGV[2] or not cur then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
@@ -57,7 +57,7 @@ var mutants = []mutant{{
 	What:   "handoff.lua re-SETs with PX when the key already holds the new token",
 	Family: "handoff",
 	Check:  "lease mutex",
-	Edits:  []edit{{File: "scripts/handoff.lua", New: oldHandOff}},
+	Edits:  []edit{{File: "scripts/handoff.lua", New: oldHandoff}},
 }, {
 	Name:   "drift-0",
 	What:   "drift factor 0 (only the fixed 2 ms allowance), with node clocks running fast",
@@ -79,8 +79,8 @@ var mutants = []mutant{{
 	What:   "no clean-up after a failed attempt",
 	Family: "cleanup",
 	Check:  "availability",
-	Edits: []edit{{File: "redlock.go",
-		Old: "\tc.cleanup(ctx, key, token, r)\n\tkind := ErrUnavailable",
+	Edits: []edit{{File: "acquire.go",
+		Old: "\tc.cleanup(ctx, req.key, req.token, r)\n\tkind := ErrUnavailable",
 		New: "\tkind := ErrUnavailable"}},
 }, {
 	Name:   "extend-recreates",

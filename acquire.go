@@ -1,0 +1,299 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-multierror"
+)
+
+// Acquire takes the lock named key for ttl, retrying after each failed attempt until it
+// succeeds, ctx ends, or Options.MaxAttempts attempts have failed. A retry starts when
+// the lock is released: at once when this Client released it (often by a direct
+// handoff), after a short random pause when a majority of nodes announced the
+// release (see the package documentation); otherwise after the delay
+// Options.RetryDelay gives; an attempt that lost a race with other Clients' attempts
+// (some nodes said yes) is retried once after a few round trips. Acquires of one
+// Client for the same key wait their turn in arrival order, and an Acquire right after
+// this Client released the key while other Clients listened for it lets them go first
+// (it waits about four round trips plus 1 ms, at most Options.NodeTimeout).
+// The returned Lock is held until Lock.Until, which is at most ttl − drift after the
+// attempt started. On failure it returns a *QuorumError matching ErrNotAcquired (the key
+// is held elsewhere, or ctx ended before any attempt could tell) or ErrUnavailable (the
+// last complete attempt failed because too many nodes failed, also when ctx then cut a
+// later attempt short), and also ctx.Err() when ctx ended; it fails with ErrClosed once Close was called. A failed
+// attempt's keys are released on every node that may have set them, after that node's
+// SET call has returned (a node stalled past go-redis's ReadTimeout may still keep one
+// until its TTL ends; it belongs to no lock). Every attempt uses a fresh token.
+//
+// An attempt in which a majority of nodes answered with an error that no retry can fix
+// (CROSSSLOT, NOPERM, NOAUTH or WRONGPASS, WRONGTYPE, an unknown command, a script
+// error) ends Acquire at once, whatever ctx's deadline: it returns that attempt's
+// *QuorumError, which matches ErrUnavailable and holds the replies as *NodeError
+// values (with Options.Fencing, a fencing counter that is not a decimal integer is
+// such a script error). Other failures (timeouts, network errors, READONLY, LOADING,
+// CLUSTERDOWN, ...) are retried. With Options.Fencing, a counter at the largest token
+// also ends Acquire at once, with an error matching ErrFenceExhausted and
+// ErrUnavailable.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	w := c.newWaiter(ctx, key, ttl)
+	if !c.queues.busy(key) {
+		// Nobody in this Client waits for key: try at once, without queueing (after
+		// letting other Clients go first if this Client just released it to them).
+		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
+		w.seen = c.queues.wakes(key)
+		if lock, err := w.try(); lock != nil || err != nil {
+			return lock, err
+		}
+		w.waitFirst = true // the attempt just made counts: wait before the next
+	}
+	w.t = c.queues.join(key)
+	defer w.t.leave() // at once: on every exit, a panic too, w leaves the queue
+	if err := w.queue(); err != nil {
+		return nil, err
+	}
+	for {
+		if lock, err := w.pass(); lock != nil || err != nil {
+			return lock, err
+		}
+	}
+}
+
+// pause waits d on the Client's clock, or until ctx ends or the Client closes.
+func (c *Client) pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	select {
+	case <-c.opts.Clock.After(d):
+	case <-ctx.Done():
+	case <-c.closing:
+	}
+}
+
+// TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
+// behind this Client's waiting Acquires).
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	lock, qe, err := c.try(ctx, key, ttl)
+	if lock != nil || err != nil {
+		return lock, err
+	}
+	return nil, qe
+}
+
+// check validates Acquire's arguments.
+func (c *Client) check(key string, ttl time.Duration) error {
+	if key == "" {
+		return errEmptyKey
+	}
+	return c.opts.checkTTL(ttl)
+}
+
+// try runs one attempt registered with Close, and records a granted lock for this
+// Client's waiters. err is set when the attempt could not run at all.
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
+	if !c.enter() {
+		return nil, nil, closedError(key)
+	}
+	lock, qe, err := c.attempt(ctx, key, ttl)
+	if lock != nil && c.isClosed() {
+		// Shutdown began while the attempt was out, and may have returned already:
+		// grant nothing after it.
+		c.cleanup(ctx, key, lock.token, lock.lastRound)
+		lock, qe, err = nil, nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", key, ErrClosed)
+	}
+	c.inFlight.Done()
+	if lock != nil {
+		c.queues.granted(lock)
+	}
+	return lock, qe, err
+}
+
+// attempt is one round of the algorithm: send the acquire script to all nodes at once,
+// count the answers, compute the validity left, and keep the lock only with a majority
+// and positive validity; otherwise release it on every node. With fencing, a round that
+// failed only because nodes refused the proposed token is repeated at once with a token
+// above the counters they reported, a few times.
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
+	}
+	if !c.opts.Fencing {
+		token, err := newToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		lock, qe, _ := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl})
+		return lock, qe, nil
+	}
+	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
+	if qe != nil || err != nil {
+		return nil, qe, err
+	}
+	const maxProposals = 3
+	for n := 1; ; n++ {
+		token, err := newToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		lock, qe, t := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl, fence: fence})
+		if lock != nil {
+			c.fences.raise(key, fence)
+			return lock, nil, nil
+		}
+		c.fences.raise(key, t.high)
+		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
+			return nil, qe, nil
+		}
+		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
+			return nil, nil, err
+		}
+	}
+}
+
+// lostRace reports whether a failed attempt looks like a race with other Clients'
+// attempts made at the same moment: some nodes said yes, none failed, and a majority
+// answered in took. (The step stops once refusals rule a majority out, so a yes still
+// on its way is not seen; such an attempt does not count as a race.) If the votes
+// split so that nobody won, no release will be announced; the key is free again once
+// the racers' clean-ups land, so the next attempt should come after a few round trips
+// rather than after the retry delay. If one of them won, that attempt is refused at
+// the cost of one call per node.
+func lostRace(qe *QuorumError, took time.Duration) bool {
+	return qe.Agreed > 0 && qe.Failed == 0 && took > 0
+}
+
+// newToken returns 122 random bits from crypto/rand as a UUID v4 string. Every round
+// has its own token: a clean-up DEL still queued behind a stalled node must never match
+// a later round's key, or it could delete a key that round counted in its majority.
+func newToken() (string, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("redlock: making a token: %w", err)
+	}
+	return id.String(), nil
+}
+
+// roundRequest is one acquisition round for Client.round to run.
+type roundRequest struct {
+	key   string
+	token string // the round's own token (see newToken)
+	ttl   time.Duration
+	// fence is the proposed fencing token with Options.Fencing (at least 1: the round
+	// runs the fenced acquire), else 0 (the plain acquire).
+	fence int64
+}
+
+// stepRequest returns the acquire step that req sends to every node.
+func (req roundRequest) stepRequest() stepRequest {
+	args := []any{req.token, req.ttl.Milliseconds()}
+	if req.fence == 0 {
+		return stepRequest{step: stepAcquire, keys: []string{req.key}, args: args}
+	}
+	// Client.start adds the counter's names per node.
+	return stepRequest{step: stepFencedAcquire, keys: []string{req.key}, args: append(args, req.fence)}
+}
+
+// round is one acquisition round: it grants the lock with a majority and validity
+// left, and otherwise cleans up and says why it failed.
+func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumError, tally) {
+	start := c.opts.Clock.Now()
+	r := c.start(ctx, req.stepRequest())
+	t, errs, ctxErr := c.gather(ctx, r, true)
+	now := c.opts.Clock.Now()
+	v := validity(req.ttl, now.Sub(start), c.opts.DriftFactor)
+	if ctxErr == nil && t.won() && v > 0 {
+		return &Lock{c: c, key: req.key, token: req.token, fence: req.fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+	}
+	c.cleanup(ctx, req.key, req.token, r)
+	kind := ErrUnavailable
+	if ctxErr != nil || t.contended() {
+		kind = ErrNotAcquired
+	}
+	qe := c.quorumError("acquire", req.key, t, errs, kind, ctxErr)
+	qe.Late = t.won()
+	qe.quorum = t.quorumIn
+	return nil, qe, t
+}
+
+// proposal returns the fencing token to propose for key: one above the highest
+// counter this Client has seen for it, or else one above the highest counter a
+// majority of nodes reports (phase 1 of the fenced acquire). Safety does not depend on
+// this guess: a node refuses a token that is not above its counter. err reports a
+// counter at the largest token (ErrFenceExhausted).
+func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64, *QuorumError, error) {
+	if seen, ok := c.fences.get(key); ok {
+		if seen < math.MaxInt64 {
+			return seen + 1, nil, nil
+		}
+		// At the top, ask the nodes: only they can tell whether an operator has
+		// reset the counters since.
+		c.fences.forget(key)
+	}
+	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepRequest{step: stepFenceRead, keys: keys}), true)
+	if ctxErr != nil || !t.won() {
+		kind := ErrUnavailable
+		if ctxErr != nil {
+			kind = ErrNotAcquired
+		}
+		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr), nil
+	}
+	fence, err := nextFence(key, t.high)
+	return fence, nil, err
+}
+
+// cleanup undoes a failed attempt: the release script goes to every node that may have
+// set our key, including nodes that failed or timed out (their SET may still land); only
+// nodes that answered that another token holds the key, or that refused our fencing
+// token, are skipped. Each release is sent only after that node's acquire call has
+// returned, so the DEL cannot overtake the SET; an acquire call still queued, not sent,
+// is dropped instead and needs no release. It runs on a context the caller cannot
+// cancel. It waits (at most the node timeout) only for the nodes whose acquire call has
+// returned already; releases queued behind a silent node finish in the background (see
+// Close), so a waiter is not held up by a node that does not answer.
+func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
+	ctx = context.WithoutCancel(ctx)
+	ready := make([]bool, len(r.calls))
+	waiting := 0
+	for i := range r.calls {
+		select {
+		case <-r.calls[i].done:
+			ready[i] = true
+			waiting++
+		default:
+		}
+	}
+	// A call of r not sent yet is dropped now, so that it cannot set our key after
+	// the next attempt's call to that node has been queued (sender.send).
+	r.abandoned.Store(true)
+	cr := c.start(ctx, stepRequest{step: stepRelease, keys: []string{key}, args: []any{token},
+		after: r, mustLand: true, need: r.mayHold})
+	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
+	for waiting > 0 {
+		select {
+		case rep := <-cr.replies:
+			if ready[rep.node] {
+				waiting--
+			}
+		case <-timeout:
+			return
+		}
+	}
+}
+
+func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {
+	return &QuorumError{
+		Op: op, Key: key, Nodes: t.n, Needed: t.quorum(),
+		Agreed: t.yes, Refused: t.no, Failed: t.failed,
+		Errors: errs, kind: kind, ctxErr: ctxErr,
+	}
+}

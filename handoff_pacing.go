@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Pacing: every constant that decides how waiters take turns, in one Client and across
+// Clients, and how long their state is kept. Each line says why it has its value; the
+// functions below are the decisions made from them, pure so that they can be tested
+// alone.
+const (
+	// linger: an idle key stays subscribed this long, so a client that takes the same
+	// contended lock again and again does not resubscribe (and miss notices) each time.
+	linger = 5 * time.Second
+	// sweepDivisor: the drop timer runs at least linger/4 apart, so keys going idle one
+	// after another cost a few sweeps per linger (a key is gone within linger + linger/4).
+	sweepDivisor = 4
+	// maxHandoffs: after this many handoffs in a row inside one Client, a release deletes
+	// and announces the key, so waiters in other Clients get a chance.
+	maxHandoffs = 16
+	// courtesyFactor: after such a capped run, this Client's head waits this many times
+	// the release's duration, long enough for a woken Client's attempt to land first.
+	courtesyFactor = 2
+	// yieldRoundTrips: an Acquire right after this Client released a key other Clients
+	// listened for waits this many round trips to a majority, so that they go first.
+	yieldRoundTrips = 4
+	// yieldSlack: added to that wait for Go's timer lateness on an idle runtime (~1 ms).
+	yieldSlack = time.Millisecond
+	// quickSpread: after a lost race the next attempt comes 1 to 1+quickSpread round
+	// trips later: after the racers' clean-ups landed, and not all at the same moment.
+	quickSpread = 2
+	// maxNotices: a key's pending notices (tokens a minority announced, such as the
+	// clean-up of a failed attempt) are bounded; past it they are forgotten.
+	maxNotices = 64
+	// maxYields: the keys remembered for yielding are bounded, so memory stays flat.
+	maxYields = 1024
+	// heldPruneFloor: the record of held locks is pruned of expired ones when it has
+	// doubled, but not below this size, so that small records are not pruned every time.
+	heldPruneFloor = 64
+)
+
+// wakePause returns how long the head should wait after a wake-up before it attempts.
+// After an announcement (remote), the heads of every Client waiting for the key woke at
+// the same moment; if all tried at once they could split the votes so that none wins,
+// so each waits a random part (jitter) of its last attempt's duration (took) and one
+// goes first. After this Client's own release that ended a run of handoffs while other
+// Clients were listening, the head steps back for the courtesy time, so they can go
+// first. After a wake-up by this Client's own release it does not wait.
+func wakePause(remote bool, courtesy, took time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	switch {
+	case !remote:
+		return 0
+	case courtesy > 0:
+		return courtesy
+	case took > 0:
+		return jitter(took)
+	}
+	return 0
+}
+
+// pause is wakePause for the head's key, with a random jitter.
+func (t *ticket) pause(took time.Duration) time.Duration {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return wakePause(t.kq.remote, t.kq.courtesy, took, rand.N[time.Duration])
+}
+
+// courtesyFor returns the courtesy a release gives other Clients (see wakePause): after
+// a release that ended a run of maxHandoffs (capped) and that other Clients heard
+// (heard > 1: release.lua answers 1 + the clients that heard it), courtesyFactor times
+// the release's duration (took); otherwise none.
+func courtesyFor(capped bool, heard int64, took time.Duration) time.Duration {
+	if capped && heard > 1 {
+		return courtesyFactor * took
+	}
+	return 0
+}
+
+// yieldFor returns how long a new Acquire of this Client waits after its release of a
+// key that woke other Clients (see queues.yielding): yieldRoundTrips round trips to a
+// majority (quorumIn) plus yieldSlack, at most the node timeout; none when no majority
+// answered.
+func yieldFor(quorumIn, nodeTimeout time.Duration) time.Duration {
+	if quorumIn <= 0 {
+		return 0
+	}
+	return min(yieldRoundTrips*quorumIn+yieldSlack, nodeTimeout)
+}
+
+// pacing is what the head's wait before its next attempt depends on.
+type pacing struct {
+	failed int           // attempts failed so far
+	quick  bool          // the latest attempt lost a race (lostRace)
+	took   time.Duration // its round trip to a majority
+	held   time.Time     // a lock of this Client holds the key until then; zero: none
+}
+
+// delay is the pacing decision: how long the head waits before its next attempt (a
+// wake-up or a handoff ends the wait sooner). By default, what retry (Options.RetryDelay)
+// gives for the attempts failed so far; after a lost race, one to three round trips
+// (quickSpread) if that is sooner; while a lock of this Client holds the key, until that
+// lock's validity ends (its Release wakes the head first). jitter(n) returns a random
+// duration in [0, n); with the two functions fixed, delay depends on its inputs only.
+func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitter func(n time.Duration) time.Duration) time.Duration {
+	d := retry(max(p.failed, 1))
+	if p.quick {
+		d = min(d, p.took+jitter(quickSpread*p.took))
+	}
+	if !p.held.IsZero() {
+		d = p.held.Sub(now)
+	}
+	return d
+}

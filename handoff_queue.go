@@ -1,0 +1,131 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// ticket is one waiter's place in its key's queue.
+type ticket struct {
+	q    *queues
+	key  string
+	kq   *keyQueue
+	turn chan struct{}
+}
+
+// keyQueue is the state of one key that has waiters in this Client. It exists while
+// its queue is not empty, and for linger after that if it is subscribed.
+type keyQueue struct {
+	idle       time.Time       // when the queue last became empty; zero while in use
+	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
+	wake       chan struct{}   // closed and replaced when the lock may have become free
+	wakes      uint64          // how many times wake was closed
+	subscribed bool
+	notices    map[string]int // released token → nodes that announced it
+	remote     bool           // the latest wake-up came from the nodes, not this Client
+	offer      *offer         // the waiting head's standing request for a handoff
+	handoffs   int            // handoffs in a row since the last plain release
+	courtesy   time.Duration  // see released
+	listeners  int            // nodes subscribed to the key's channel so far
+}
+
+// busy reports whether this Client has waiters for key.
+func (q *queues) busy(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys[key]
+	return kq != nil && len(kq.queue) > 0
+}
+
+// join puts a blocking Acquire for key at the back of its queue.
+func (q *queues) join(key string) *ticket {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.keys == nil {
+		q.keys = make(map[string]*keyQueue)
+	}
+	kq := q.keys[key]
+	if kq == nil {
+		kq = &keyQueue{wake: make(chan struct{})}
+		q.keys[key] = kq
+	}
+	kq.idle = time.Time{}
+	t := &ticket{q: q, key: key, kq: kq, turn: make(chan struct{})}
+	if len(kq.queue) == 0 {
+		close(t.turn)
+	}
+	kq.queue = append(kq.queue, t.turn)
+	return t
+}
+
+// wait blocks until it is t's turn to run attempts, ctx ends or the Client closes.
+func (t *ticket) wait(ctx context.Context, closing <-chan struct{}) error {
+	select {
+	case <-t.turn:
+		return nil
+	default:
+	}
+	select {
+	case <-t.turn:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return ErrClosed
+	}
+}
+
+// leave takes t out of its queue, handing the turn to the next waiter if t had it. The
+// last one out drops the key's state, or marks it idle if it is subscribed.
+func (t *ticket) leave() {
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := t.kq
+	for i, turn := range kq.queue {
+		if turn == t.turn {
+			kq.queue = append(kq.queue[:i], kq.queue[i+1:]...)
+			if i == 0 && len(kq.queue) > 0 {
+				close(kq.queue[0])
+			}
+			break
+		}
+	}
+	if len(kq.queue) > 0 {
+		return
+	}
+	if kq.subscribed {
+		kq.idle = time.Now()
+		q.schedule(q.lingering())
+	} else {
+		delete(q.keys, t.key)
+	}
+}
+
+// woken returns the channel that is closed at the next sign that the lock may be free,
+// and how many such signs came before. Take it before an attempt, so that a release
+// during the attempt is not missed.
+func (t *ticket) woken() (<-chan struct{}, uint64) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.kq.wake, t.kq.wakes
+}
+
+// wakes returns how many signs that the lock may be free the key's state has seen (0
+// when it has none). Acquire reads it before an attempt made outside the queue: a sign
+// that comes during that attempt, or before the caller has queued, is then not lost.
+func (q *queues) wakes(key string) uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[key]; kq != nil {
+		return kq.wakes
+	}
+	return 0
+}
+
+func (kq *keyQueue) wakeUp(remote bool) {
+	kq.remote = remote
+	kq.wakes++
+	close(kq.wake)
+	kq.wake = make(chan struct{})
+}

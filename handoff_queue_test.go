@@ -1,0 +1,178 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// The wait queue on its own: a zero queues, no Client and no Redis.
+
+// hasTurn reports, without blocking, whether it is t's turn.
+func hasTurn(t *ticket) bool {
+	select {
+	case <-t.turn:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestQueueTurnsInArrivalOrder(t *testing.T) {
+	var q queues
+	if q.busy("k") {
+		t.Fatal("busy before anyone joined")
+	}
+	a, b, c := q.join("k"), q.join("k"), q.join("k")
+	other := q.join("other")
+	if !q.busy("k") || !hasTurn(a) || hasTurn(b) || hasTurn(c) {
+		t.Fatalf("after three joins: busy %v, turns %v %v %v; want busy, only the first's turn",
+			q.busy("k"), hasTurn(a), hasTurn(b), hasTurn(c))
+	}
+	if !hasTurn(other) {
+		t.Fatal("the head of another key's queue waits for this key's queue")
+	}
+	if err := a.wait(context.Background(), nil); err != nil {
+		t.Fatalf("the head's wait: %v", err)
+	}
+	a.leave()
+	if !hasTurn(b) || hasTurn(c) {
+		t.Fatalf("after the head left: turns %v %v, want the second's only", hasTurn(b), hasTurn(c))
+	}
+	b.leave()
+	if !hasTurn(c) {
+		t.Fatal("the third waiter did not get its turn")
+	}
+	c.leave()
+	if q.busy("k") {
+		t.Fatal("still busy after everyone left")
+	}
+	if _, ok := q.keys["k"]; ok {
+		t.Fatal("an unsubscribed key's state stayed after its queue emptied")
+	}
+	other.leave()
+}
+
+func TestQueueLeavingFromTheMiddleKeepsTheTurn(t *testing.T) {
+	var q queues
+	a, b, c := q.join("k"), q.join("k"), q.join("k")
+	b.leave() // gave up while waiting (ctx ended)
+	if !hasTurn(a) || hasTurn(c) {
+		t.Fatalf("after the second left: turns %v %v, want the head's only", hasTurn(a), hasTurn(c))
+	}
+	a.leave()
+	if !hasTurn(c) {
+		t.Fatal("the turn skipped nobody: the third waiter should have it")
+	}
+	c.leave()
+}
+
+func TestQueueWaitEnds(t *testing.T) {
+	var q queues
+	head, next := q.join("k"), q.join("k")
+	defer head.leave()
+	defer next.leave()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := next.wait(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait with ctx ended: %v, want context.Canceled", err)
+	}
+	closing := make(chan struct{})
+	close(closing)
+	if err := next.wait(context.Background(), closing); !errors.Is(err, ErrClosed) {
+		t.Fatalf("wait while the Client closes: %v, want ErrClosed", err)
+	}
+	// The head's turn wins over an ended ctx and a closing Client.
+	if err := head.wait(ctx, closing); err != nil {
+		t.Fatalf("the head's wait: %v, want nil", err)
+	}
+}
+
+func TestQueueWakeUps(t *testing.T) {
+	var q queues
+	if n := q.wakes("k"); n != 0 {
+		t.Fatalf("wakes of a key without state: %d", n)
+	}
+	tk := q.join("k")
+	defer tk.leave()
+	wake, n := tk.woken()
+	if n != 0 {
+		t.Fatalf("wakes before any: %d", n)
+	}
+	q.mu.Lock()
+	tk.kq.wakeUp(true)
+	q.mu.Unlock()
+	select {
+	case <-wake:
+	default:
+		t.Fatal("the channel taken before the wake-up was not closed")
+	}
+	next, n := tk.woken()
+	if n != 1 || q.wakes("k") != 1 {
+		t.Fatalf("wakes after one: %d and %d, want 1", n, q.wakes("k"))
+	}
+	select {
+	case <-next:
+		t.Fatal("the channel for the next wake-up is closed already")
+	default:
+	}
+}
+
+func TestQueueHandoffOffers(t *testing.T) {
+	var q queues
+	if o, capped := q.claim("k"); o != nil || capped {
+		t.Fatalf("claim without state: %v %v", o, capped)
+	}
+	tk := q.join("k")
+	defer tk.leave()
+	if o, capped := q.claim("k"); o != nil || capped {
+		t.Fatalf("claim without an offer: %v %v", o, capped)
+	}
+	o := tk.offer(time.Second)
+	if !tk.withdraw(o) {
+		t.Fatal("an unclaimed offer could not be withdrawn")
+	}
+	if got, _ := q.claim("k"); got != nil {
+		t.Fatal("a withdrawn offer was claimed")
+	}
+	for i := range maxHandoffs {
+		o := tk.offer(time.Second)
+		got, capped := q.claim("k")
+		if got != o || capped {
+			t.Fatalf("claim %d: %v %v, want the offer", i+1, got, capped)
+		}
+		if tk.withdraw(o) {
+			t.Fatalf("claim %d: a claimed offer was withdrawn", i+1)
+		}
+	}
+	o = tk.offer(time.Second)
+	if got, capped := q.claim("k"); got != nil || !capped {
+		t.Fatalf("claim after %d handoffs in a row: %v %v, want none, capped", maxHandoffs, got, capped)
+	}
+	if got, capped := q.claim("k"); got != o || capped {
+		t.Fatalf("claim after the capped release: %v %v, want the offer again", got, capped)
+	}
+}
+
+func TestQueueIdleSubscribedKeyLingers(t *testing.T) {
+	q := queues{linger: time.Hour}
+	defer q.close()
+	tk := q.join("k")
+	q.mu.Lock()
+	tk.kq.subscribed = true // as subscribe does, without nodes to listen to
+	q.mu.Unlock()
+	tk.leave()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	kq := q.keys["k"]
+	if kq == nil || kq.idle.IsZero() || q.sweeper == nil {
+		t.Fatal("a subscribed key's state did not stay, idle, with the sweeper armed")
+	}
+	if next, lingering := q.sweep(kq.idle.Add(time.Minute)); !lingering || next != time.Hour-time.Minute {
+		t.Fatalf("sweep a minute later: %v %v, want the key lingering 59m more", next, lingering)
+	}
+	if _, lingering := q.sweep(kq.idle.Add(time.Hour)); lingering || q.keys != nil {
+		t.Fatalf("sweep after linger: lingering %v, keys %v; want the key dropped", lingering, q.keys)
+	}
+}

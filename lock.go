@@ -1,0 +1,299 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lock is a held lock: returned only by a successful Acquire, it is the proof of
+// ownership. Its methods are safe for concurrent use; Extend and Release run one at a
+// time.
+type Lock struct {
+	c     *Client
+	key   string
+	token string
+	fence int64 // with Options.Fencing, else 0
+
+	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
+	lastRound *round     // this lock's latest round: its next call to a node goes after that one
+
+	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
+	ttl        time.Duration // of the latest successful Acquire or Extend
+	until      time.Time     // the validity proven so far; lowered when a loss is proven
+	lost       bool          // a loss was proven: until never moves forward again
+	released   bool          // Release was called: no step or KeepAlive may start
+	releasedAt time.Time     // when Release was called: Until reports no later time
+	keeper     *keeper       // the running KeepAlive, or nil
+}
+
+// Key returns the lock's key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the random value that marks this holder's keys on the nodes (the token
+// of the attempt that won).
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns the lock's fencing token when the Client has Options.Fencing, else 0.
+// For one key, a lock whose Acquire started after another lock's Acquire returned has a
+// strictly greater token (under the assumptions in docs/safety.md), whatever the clocks,
+// pauses and delays. Give it to the protected resource with every write; the resource
+// must reject a write whose token is below the highest it has accepted (package fenced
+// does, and refuses 0, the token of a Client without Options.Fencing). A token is at
+// least 1 and at most 2^63 − 1; past that Acquire fails with ErrFenceExhausted.
+func (l *Lock) Fence() uint64 { return uint64(l.fence) }
+
+// Until returns when the lock's validity ends, on the local monotonic clock: up to then,
+// no other client can hold it (under the assumptions in the package documentation).
+// Once Release has been called, Until is no later than that call; once Extend has
+// proven the lock lost (its token gone from too many nodes), no later than that Extend;
+// once KeepAlive found the machine suspended, no later than that moment.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return earlier(l.until, l.releasedAt)
+	}
+	return l.until
+}
+
+// lose records that the lock can no longer be trusted to be held from at on: Until
+// reports no later time, and no later Extend can move it forward again.
+func (l *Lock) lose(at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked(at)
+}
+
+// loseLocked is lose for a caller that holds l.mu.
+func (l *Lock) loseLocked(at time.Time) {
+	l.until, l.lost = earlier(l.until, at), true
+}
+
+// validUntil returns the validity proven so far, ignoring a Release in progress.
+func (l *Lock) validUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Extend sets the lock's TTL to ttl on every node that still holds its token (a node's
+// TTL is never shortened). It succeeds only if a majority did so and validity remains
+// (ttl − elapsed − drift > 0); Until then moves to the new end if that is later. It fails
+// with ErrLockLost only when the lock is known to be lost: it was released, its
+// validity ran out, or too many nodes answered that its token is gone (Until then moves
+// back to the start of this Extend). When the new validity could not be proven (too
+// many nodes failed or were slow, or the majority came after ttl − drift) it fails with
+// ErrUnavailable and leaves Until as it was: the lock is still held until then, since
+// no node's TTL got shorter. A failed Extend never releases the lock.
+//
+// After a successful Extend has proved that a majority still holds the lock, the nodes
+// that did not say yes (restarted empty, failed, or still held by a stale key that has
+// since expired) are healed: the acquire script runs there with the lock's own token,
+// so a node that lost the key gets it back (with Options.Fencing only where the node's
+// counter is not above the lock's fencing token). Healing is best effort and does not
+// delay Extend's result. A lock that lost its majority is never brought back: Extend
+// never re-creates a key unless the same step proved the lock still held.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	c := l.c
+	if err := c.opts.checkTTL(ttl); err != nil {
+		return err
+	}
+	if err := l.begin("extend"); err != nil {
+		return err
+	}
+	defer l.end()
+	start := c.opts.Clock.Now()
+	if err := l.check("extend", start); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
+	}
+	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
+	l.lastRound = r
+	t, errs, ctxErr := c.gather(ctx, r, true)
+	now := c.opts.Clock.Now()
+	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
+	until := now.Add(v)
+
+	l.mu.Lock()
+	if ctxErr == nil && t.won() && v > 0 && !l.lost {
+		// The majority that said yes holds our key at least until the new end; the
+		// majority behind the old Until still holds it until then, since no step ever
+		// shortens a TTL. So the lock is valid until the later of the two.
+		l.until, l.ttl = later(l.until, until), ttl
+		released := l.released
+		l.mu.Unlock()
+		if !released { // a Release waiting for this step deletes the keys next
+			l.heal(ctx, r, ttl)
+		}
+		return nil
+	}
+	if l.lost { // proven lost while this step ran (KeepAlive found a suspension)
+		l.mu.Unlock()
+		return lostError("extend", l.key, "lost while the extend ran")
+	}
+	defer l.mu.Unlock()
+	kind := ErrUnavailable
+	switch {
+	case t.contended():
+		// Too many nodes answered that our token is gone: proof that the lock is lost,
+		// whatever the local validity said.
+		kind = ErrLockLost
+		l.loseLocked(start)
+	case !now.Before(l.until):
+		kind = ErrLockLost
+	}
+	qe := c.quorumError("extend", l.key, t, errs, kind, ctxErr)
+	qe.Late = t.won()
+	return qe
+}
+
+// heal sends the acquire script, with the lock's token (and fencing token), to the nodes
+// that answered no or failed in the extend round r, which has just proved that a
+// majority holds the lock. A node whose extend reply was still out is looked at once
+// that call returns. Nothing waits for the replies. The caller holds l.op.
+func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
+	req := stepRequest{step: stepAcquire, keys: []string{l.key},
+		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
+	if l.fence > 0 {
+		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
+	}
+	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
+}
+
+// Release deletes the lock on every node that still holds its token, each after the
+// lock's earlier calls to that node have returned. It returns as soon as the outcome is
+// decided (the remaining deletes finish in the background) and waits at most the node
+// timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
+// its token or no longer had it (a node whose key is absent holds nothing of ours: a
+// copy of the call that go-redis re-sent after a lost reply finds the key already
+// deleted; Release cannot tell that from a node that lost the key, which Extend reports
+// as a loss); ErrLockLost if the validity had run out, the lock was already released, or
+// too many nodes answered that another token holds the key; ErrUnavailable if too many
+// nodes failed (their keys expire after the TTL). If ctx ends first, Release returns its
+// error; the deletes are still sent. Release marks the lock released at once: Until
+// reports no later time from then on, a KeepAlive running is stopped (its context ends
+// before Release returns) and none can start. The lock cannot be used after Release,
+// whatever it returns.
+func (l *Lock) Release(ctx context.Context) error {
+	c := l.c
+	if err := l.markReleased(); err != nil {
+		return err
+	}
+	if err := l.begin("release"); err != nil {
+		return err
+	}
+	defer l.end()
+	// An Extend that ran up to now may have moved the validity on.
+	expired := !c.opts.Clock.Now().Before(l.validUntil())
+
+	var o *offer
+	capped := false
+	args := []any{l.token}
+	if !expired && !c.opts.Fencing {
+		if o, capped = c.queues.claim(l.key); o != nil {
+			handed, token := l.handoff(ctx, o)
+			if handed {
+				return nil
+			}
+			if token != "" { // the failed handoff's token goes with ours
+				args = append(args, token)
+			}
+		}
+	}
+	start := c.opts.Clock.Now()
+	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
+		after: l.lastRound, mustLand: true})
+	l.lastRound = r
+	if o != nil {
+		// The handoff failed: the waiter attempts by itself, and its calls queue
+		// behind this release on every node, so they do not meet our stale keys.
+		o.got <- nil
+	}
+	t, errs, ctxErr := c.gather(ctx, r, true)
+	end := c.opts.Clock.Now()
+	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
+	// of handoffs this Client's head steps back (courtesyFor).
+	c.queues.released(l, courtesyFor(capped, t.high, end.Sub(start)), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	if ctxErr == nil && t.won() && !expired {
+		return nil
+	}
+	kind := ErrUnavailable
+	if expired || t.contended() {
+		kind = ErrLockLost
+	}
+	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
+	qe.Late = expired
+	return qe
+}
+
+// markReleased marks the lock released first thing in Release, so that no KeepAlive
+// can start from here on, then stops the running one (before Release takes l.op: the
+// keeper may be inside Extend). It fails if Release was called before.
+func (l *Lock) markReleased() error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return lostError("release", l.key, "already released")
+	}
+	l.released, l.releasedAt = true, l.c.opts.Clock.Now()
+	k := l.keeper
+	l.mu.Unlock()
+	if k != nil {
+		k.halt(errReleased)
+	}
+	return nil
+}
+
+// begin starts a step on the lock: one at a time (l.op), and registered with the
+// Client so that Close waits for it. After a nil error, end finishes it.
+func (l *Lock) begin(op string) error {
+	l.op.Lock()
+	if !l.c.enter() {
+		l.op.Unlock()
+		return fmt.Errorf("redlock: %s %q: %w", op, l.key, ErrClosed)
+	}
+	return nil
+}
+
+// end finishes a step started by begin.
+func (l *Lock) end() {
+	l.c.inFlight.Done()
+	l.op.Unlock()
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// earlier returns the earlier of a and b.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// check returns ErrLockLost if the lock was released or its validity is over at now.
+func (l *Lock) check(op string, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return lostError(op, l.key, "already released")
+	}
+	if l.lost {
+		return lostError(op, l.key, "lost earlier")
+	}
+	if !now.Before(l.until) {
+		return lostError(op, l.key, fmt.Sprintf("validity ran out %v ago", now.Sub(l.until).Round(time.Millisecond)))
+	}
+	return nil
+}
