@@ -170,12 +170,13 @@ func (q *queues) granted(l *Lock) {
 }
 
 // heldHere returns the validity end of the lock this Client holds on the key, if one is
-// still valid at now (an attempt would then certainly fail), and zero otherwise.
-func (t *ticket) heldHere(now time.Time) time.Time {
+// still valid at now (an attempt would then certainly fail), and zero otherwise. A lock
+// of owner (not "") does not count: owner's attempt would succeed.
+func (t *ticket) heldHere(now time.Time, owner string) time.Time {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	l := t.q.held[t.key]
-	if l == nil {
+	if l == nil || (owner != "" && l.owner == owner) {
 		return time.Time{}
 	}
 	if u := l.validUntil(); now.Before(u) {

@@ -13,8 +13,9 @@ import (
 type Lock struct {
 	c     *Client
 	key   string
-	token string
-	fence int64 // with Options.Fencing, else 0
+	token string // an owner's lock: its hold's id
+	owner string // the owner's head (ownerHead), or "" for a lock without owner
+	fence int64  // with Options.Fencing, else 0
 
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
@@ -111,8 +112,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
+	req := l.extendStep(ttl)
+	req.after = l.lastRound
+	r := c.start(ctx, req)
 	l.lastRound = r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -157,8 +159,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	req := stepRequest{step: stepAcquire, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
+	req := acquireStep(l.key, l.owner, l.token, ttl)
+	req.after, req.need = r, r.lacks
 	if l.fence > 0 {
 		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
 	}
@@ -194,7 +196,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	var o *offer
 	capped := false
 	args := []any{l.token}
-	if !expired && !c.opts.Fencing {
+	if !expired && !c.opts.Fencing && l.owner == "" {
 		if o, capped = c.queues.claim(l.key); o != nil {
 			handed, token := l.handoff(ctx, o)
 			if handed {
@@ -206,8 +208,9 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
-		after: l.lastRound, mustLand: true})
+	req := releaseStep(l.key, l.owner, args...)
+	req.after, req.mustLand = l.lastRound, true
+	r := c.start(ctx, req)
 	l.lastRound = r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue

@@ -1,0 +1,157 @@
+package redlock
+
+import (
+	"context"
+	_ "embed" // the Lua scripts are files in scripts/
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reentrant locks: an Acquire whose context carries an owner (WithOwner) adds a hold of
+// that owner to the key instead of taking it with a bare token. The key on each node
+// is then a string, the owner's head ("owner <length>:<owner>|") followed by the id of
+// every hold the node has seen, each followed by "|" (scripts/reentrant_*.lua). A hold
+// is one Acquire: its id is the Lock's token, random like every token, so a copy of a
+// call that arrives twice adds or removes nothing twice. The TTL is the owner's, shared
+// by its holds: extending any hold extends the lease. The key goes when its last hold
+// is released, or when the TTL runs out. Locks without owner keep their own scripts
+// and bare tokens, and each kind sees the other as a key held elsewhere.
+
+var (
+	//go:embed scripts/reentrant_acquire.lua
+	reentrantAcquireLua string
+	//go:embed scripts/reentrant_extend.lua
+	reentrantExtendLua string
+	//go:embed scripts/reentrant_release.lua
+	reentrantReleaseLua string
+
+	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false}
+	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false}
+	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false}
+)
+
+// ownerKey is the context key under which WithOwner stores the owner.
+type ownerKey struct{}
+
+// WithOwner returns a copy of ctx that makes Acquire, TryAcquire and Do take reentrant
+// locks for owner: an Acquire whose key owner already holds succeeds at once (with a
+// majority of nodes, as every grant) and returns a Lock that shares the lease, whether
+// the earlier hold was taken by the same Client, another Client or another process.
+// The key is freed when every hold has been released, or when the lease expires.
+// Extend, KeepAlive and Do apply to the shared lease.
+//
+// Holders that use the same owner are one logical holder: the nodes cannot tell them
+// apart, and each can take the lock while another holds it. Use an owner that names
+// one job (a job id that a restarted copy of the job reuses takes its lock back at
+// once instead of waiting out the TTL), never one shared by work that must exclude
+// each other. An empty owner makes Acquire fail with an error; locks taken without an
+// owner are not reentrant and see a reentrant lock as held elsewhere (and the other
+// way round). See docs/design.md, "Reentrant locks", for what is guaranteed under
+// faults.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// OwnerFrom returns the owner that WithOwner put into ctx, and whether there is one.
+func OwnerFrom(ctx context.Context) (string, bool) {
+	owner, ok := ctx.Value(ownerKey{}).(string)
+	return owner, ok
+}
+
+// errEmptyOwner is returned by Acquire for a context whose owner is empty.
+var errEmptyOwner = errors.New("redlock: empty owner (WithOwner)")
+
+// ownerHead returns the prefix under which the nodes keep ctx's owner's holds, or ""
+// when ctx has no owner. The owner's length comes first, so no head is a prefix of
+// another owner's, and "owner " is never the start of a token (a UUID).
+func ownerHead(ctx context.Context) (string, error) {
+	owner, ok := OwnerFrom(ctx)
+	if !ok {
+		return "", nil
+	}
+	if owner == "" {
+		return "", errEmptyOwner
+	}
+	return "owner " + strconv.Itoa(len(owner)) + ":" + owner + "|", nil
+}
+
+// Owner returns the owner the lock was acquired for (WithOwner), or "" for a lock
+// without owner.
+func (l *Lock) Owner() string {
+	if l.owner == "" {
+		return ""
+	}
+	_, rest, _ := strings.Cut(l.owner, ":") // the owner follows its length
+	return rest[:len(rest)-1]
+}
+
+// acquireStep returns the step that takes or refreshes (heals) a hold of token on key:
+// acquire.lua for a lock without owner, reentrant_acquire.lua for owner's hold.
+func acquireStep(key, owner, token string, ttl time.Duration) stepRequest {
+	if owner == "" {
+		return stepRequest{step: stepAcquire, keys: []string{key}, args: []any{token, ttl.Milliseconds()}}
+	}
+	return stepRequest{step: stepReentrantAcquire, keys: []string{key}, args: []any{owner, token, ttl.Milliseconds()}}
+}
+
+// extendStep returns the step that raises the TTL of the lock's key where its hold is.
+func (l *Lock) extendStep(ttl time.Duration) stepRequest {
+	if l.owner == "" {
+		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}}
+	}
+	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: []any{l.owner, l.token, ttl.Milliseconds()}}
+}
+
+// releaseStep returns the step that deletes token's key (a lock without owner; more
+// tokens may follow, see release.lua) or removes owner's hold token.
+func releaseStep(key, owner string, tokens ...any) stepRequest {
+	if owner == "" {
+		return stepRequest{step: stepRelease, keys: []string{key}, args: tokens}
+	}
+	return stepRequest{step: stepReentrantRelease, keys: []string{key}, args: append([]any{owner}, tokens...)}
+}
+
+// heldByOwner reports whether a lock of owner (a head, not "") that this Client holds
+// has key within its validity at now. Such an owner's Acquire does not queue behind
+// this Client's other waiters for key: they wait for that very lock, and a holder
+// taking it again (reentrancy) must not wait for them.
+func (q *queues) heldByOwner(key, owner string, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.held[key]
+	return l != nil && l.owner == owner && now.Before(l.validUntil())
+}
+
+// beside is Acquire for a waiter whose owner holds the key in this Client: it retries
+// after Options.RetryDelay, outside the key's queue, until it succeeds, ctx ends, the
+// Client closes, or Options.MaxAttempts attempts have failed.
+func (w *waiter) beside() (*Lock, error) {
+	for {
+		select {
+		case <-w.ctx.Done():
+			return nil, w.stopped()
+		case <-w.c.closing:
+			return nil, w.stopped()
+		case <-w.c.opts.Clock.After(w.c.opts.RetryDelay(w.attempt - 1)):
+		}
+		if lock, err := w.try(); lock != nil || err != nil {
+			return lock, err
+		}
+	}
+}
+
+// owner returns the head of the owner the waiter acquires for, or "".
+func (w *waiter) owner() string {
+	owner, _ := ownerHead(w.ctx) // Acquire checked it before the waiter queued
+	return owner
+}
+
+// fencedHold is attempt for an owner's hold with Options.Fencing.
+func (c *Client) fencedHold(ctx context.Context, key, owner string, ttl time.Duration) (*Lock, *QuorumError, error) {
+	return nil, nil, fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) do not support Options.Fencing yet", key)
+}

@@ -1,0 +1,445 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Reentrant locks (WithOwner), on real redis-server processes: holds of one owner
+// share the key, every hold must be released before anyone else gets it, and the hold
+// counts stay right when nodes miss an increment or a decrement, restart empty or heal.
+
+// ownerHead is the prefix the nodes keep an owner's holds under (see owner.go).
+func ownerHead(owner string) string { return fmt.Sprintf("owner %d:%s|", len(owner), owner) }
+
+// holds returns the hold ids that node i lists for owner on key, and false when the
+// key is absent or belongs to someone else.
+func (c *cluster) holds(i int, key, owner string) ([]string, bool) {
+	v := c.values(key)[i]
+	rest, ok := strings.CutPrefix(v, ownerHead(owner))
+	if !ok {
+		return nil, false
+	}
+	return strings.FieldsFunc(rest, func(r rune) bool { return r == '|' }), true
+}
+
+// wantHolds fails the test unless every node lists exactly the given holds of owner
+// (nil: the key is absent there).
+func (c *cluster) wantHolds(key, owner string, want ...[]*redlock.Lock) {
+	c.t.Helper()
+	for i, locks := range want {
+		got, ok := c.holds(i, key, owner)
+		var ids []string
+		for _, l := range locks {
+			ids = append(ids, l.Token())
+		}
+		switch {
+		case locks == nil && c.values(key)[i] != "":
+			c.t.Errorf("node %d: key %q is %q, want it absent", i+1, key, c.values(key)[i])
+		case locks != nil && (!ok || strings.Join(got, ",") != strings.Join(ids, ",")):
+			c.t.Errorf("node %d: holds %q (owner's key: %v), want %q", i+1, got, ok, ids)
+		}
+	}
+}
+
+// each returns the same holds for n nodes.
+func each(n int, locks ...*redlock.Lock) [][]*redlock.Lock {
+	out := make([][]*redlock.Lock, n)
+	for i := range out {
+		out[i] = locks
+	}
+	return out
+}
+
+// wantHeldElsewhere fails unless a TryAcquire of key by client under ctx finds the key
+// held elsewhere (ErrNotAcquired, not a failure).
+func wantHeldElsewhere(t *testing.T, ctx context.Context, client *redlock.Client, who, key string) {
+	t.Helper()
+	l, err := client.TryAcquire(ctx, key, time.Second)
+	if err == nil {
+		_ = l.Release(ctx)
+		t.Fatalf("%s got %q while it is held", who, key)
+	}
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("%s: %v, want ErrNotAcquired", who, err)
+	}
+}
+
+// TestReentrantHolds: holds of owner X from the same Client and from another Client
+// share the key; another owner and a lock without owner find it held until the last
+// hold is released, and then take it.
+func TestReentrantHolds(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	other := c.newClient(redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "job-7")
+	a, err := c.client.Acquire(x, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.client.TryAcquire(x, "k", 10*time.Second) // the same Client
+	if err != nil {
+		t.Fatalf("a second hold of the same owner: %v", err)
+	}
+	d, err := other.Acquire(x, "k", 10*time.Second) // another Client, the same owner
+	if err != nil {
+		t.Fatalf("a hold of the same owner from another Client: %v", err)
+	}
+	if a.Owner() != "job-7" || a.Token() == b.Token() || b.Token() == d.Token() {
+		t.Fatalf("owners %q, tokens %q %q %q: want job-7 and one hold id each", a.Owner(), a.Token(), b.Token(), d.Token())
+	}
+	for _, l := range []*redlock.Lock{a, b, d} {
+		l.WaitForCalls()
+	}
+	c.wantHolds("k", "job-7", each(3, a, b, d)...)
+	for _, l := range []*redlock.Lock{b, a} { // any order
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wantHeldElsewhere(t, redlock.WithOwner(ctx, "job-8"), other, "another owner", "k")
+		wantHeldElsewhere(t, ctx, other, "a lock without owner", "k")
+	}
+	c.wantHolds("k", "job-7", each(3, d)...)
+	if err := d.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.WaitForCalls()
+	c.wantValues("k", "", "", "")
+	l, err := other.TryAcquire(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatalf("a lock without owner after the last hold's release: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// And the other way round: an owner finds a lock without owner held elsewhere.
+	plain, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeldElsewhere(t, x, other, "an owner", "k")
+	if err := plain.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantEmptyOwner: an empty owner is an error, before any node is contacted.
+func TestReentrantEmptyOwner(t *testing.T) {
+	c := newCluster(t, 1, redistest.Options{}, redlock.Options{})
+	ctx := redlock.WithOwner(t.Context(), "")
+	if _, err := c.client.Acquire(ctx, "k", time.Second); err == nil || !strings.Contains(err.Error(), "empty owner") {
+		t.Fatalf("Acquire: %v, want the empty owner refused", err)
+	}
+	if _, err := c.client.TryAcquire(ctx, "k", time.Second); err == nil || !strings.Contains(err.Error(), "empty owner") {
+		t.Fatalf("TryAcquire: %v, want the empty owner refused", err)
+	}
+	c.wantValues("k", "")
+}
+
+// TestReentrantSharedLease: the TTL on the nodes is the owner's: extending one hold
+// keeps the others' key alive, a shorter hold never cuts the lease, and holds that are
+// never released end with the lease.
+func TestReentrantSharedLease(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "job")
+	long, err := c.client.Acquire(x, "k", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := c.client.Acquire(x, "k", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short.WaitForCalls()
+	for i, a := range c.admin {
+		if ttl := a.PTTL(ctx, "k").Val(); ttl < 19*time.Second {
+			t.Errorf("node %d: the 300 ms hold cut the lease to %v", i+1, ttl)
+		}
+	}
+	if err := short.Extend(ctx, 40*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	short.WaitForCalls()
+	for i, a := range c.admin {
+		if ttl := a.PTTL(ctx, "k").Val(); ttl < 39*time.Second {
+			t.Errorf("node %d: extending one hold left the lease at %v", i+1, ttl)
+		}
+	}
+	if err := short.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Not released: the lease ends with its TTL (here set short by hand on every node).
+	for _, a := range c.admin {
+		a.PExpire(ctx, "k", 200*time.Millisecond)
+	}
+	eventually(t, "the lease to expire", func() bool { return strings.Join(c.values("k"), "") == "" })
+	if err := long.Extend(ctx, time.Second); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Extend after the lease expired: %v, want ErrLockLost", err)
+	}
+}
+
+// TestReentrantUnderFaults: 5 nodes; a node that missed an increment, one that missed
+// a decrement (both down while it was sent, with their data kept on disk), one
+// restarted empty. The lock counts as held by the owner while a majority lists the
+// owner with at least one hold; nobody else gets it before.
+func TestReentrantUnderFaults(t *testing.T) {
+	c := &cluster{t: t}
+	for i := range 5 {
+		// Node 1 keeps nothing over a restart; the others keep every write.
+		c.servers = append(c.servers, redistest.Start(t, redistest.Options{Persistent: i > 0}))
+		c.admin = append(c.admin, c.servers[i].Client())
+	}
+	opts := redlock.Options{NodeTimeout: 200 * time.Millisecond}
+	c.client = c.newClient(opts)
+	other := c.newClient(opts)
+	ctx := t.Context()
+	x, y := redlock.WithOwner(ctx, "x"), redlock.WithOwner(ctx, "y")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+
+	// Node 5 misses the increment of h2.
+	c.servers[4].Kill()
+	h2, err := c.client.TryAcquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a second hold with node 5 down: %v", err)
+	}
+	h2.WaitForCalls()
+	c.servers[4].Restart()
+	c.wantHolds("k", "x", [][]*redlock.Lock{{h1, h2}, {h1, h2}, {h1, h2}, {h1, h2}, {h1}}...)
+
+	// h1 goes: node 5 had only h1 and frees its key; the majority still lists h2.
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+	c.wantHolds("k", "x", [][]*redlock.Lock{{h2}, {h2}, {h2}, {h2}, nil}...)
+	wantHeldElsewhere(t, y, other, "owner y with 4 of 5 nodes listing x", "k")
+
+	// Extending h2 proves its majority and heals node 5.
+	if err := h2.Extend(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitForCalls()
+	c.wantHolds("k", "x", each(5, h2)...)
+
+	// Node 1 restarts empty; node 2 misses the increment of h3.
+	c.servers[0].Restart()
+	c.servers[1].Kill()
+	h3, err := other.TryAcquire(x, "k", 30*time.Second) // another Client, the same owner
+	if err != nil {
+		t.Fatalf("a hold with node 1 restarted empty and node 2 down: %v", err)
+	}
+	h3.WaitForCalls()
+	c.servers[1].Restart()
+	// Node 1 came back empty and took h3 afresh: the owner's key there lists h3 alone.
+	c.wantHolds("k", "x", [][]*redlock.Lock{{h3}, {h2}, {h2, h3}, {h2, h3}, {h2, h3}}...)
+
+	// Node 3 misses the decrement of h2: it keeps listing a hold that is over.
+	c.servers[2].Kill()
+	if err := h2.Release(ctx); err != nil {
+		t.Fatalf("releasing h2 with node 3 down: %v", err)
+	}
+	h2.WaitForCalls()
+	c.servers[2].Restart()
+	c.wantHolds("k", "x", [][]*redlock.Lock{{h3}, nil, {h2, h3}, {h3}, {h3}}...)
+	wantHeldElsewhere(t, y, other, "owner y while h3 is held", "k")
+
+	// h3 goes: the key is free on a majority (node 3 keeps the stale hold until the
+	// lease's TTL ends), and owner y takes it.
+	if err := h3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h3.WaitForCalls()
+	c.wantHolds("k", "x", [][]*redlock.Lock{nil, nil, {h2}, nil, nil}...)
+	ly, err := other.TryAcquire(y, "k", 30*time.Second)
+	if err != nil {
+		t.Fatalf("owner y after every hold of x was released: %v", err)
+	}
+	if err := ly.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantQuorum: a hold needs a majority like every grant, also when its owner
+// holds the key already.
+func TestReentrantQuorum(t *testing.T) {
+	c := newCluster(t, 5, redistest.Options{}, redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.servers[3].Kill()
+	c.servers[4].Kill()
+	h2, err := c.client.TryAcquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatalf("a hold with 3 of 5 nodes up: %v", err)
+	}
+	c.servers[2].Kill()
+	if l, err := c.client.TryAcquire(x, "k", 30*time.Second); !errors.Is(err, redlock.ErrUnavailable) {
+		t.Fatalf("a hold with 2 of 5 nodes up: %v, %v; want ErrUnavailable", l, err)
+	}
+	c.servers[2].Restart()
+	c.servers[3].Restart()
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantWaiters: a waiter of another owner, in the same Client or in another,
+// gets the lock only once every hold is released; and the owner taking the lock again
+// does not queue behind that waiter (which would wait for the owner forever).
+func TestReentrantWaiters(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	other := c.newClient(noPolling)
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	h1, err := c.client.Acquire(x, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := acquireAsync(redlock.WithOwner(ctx, "y"), c.client, "k", 10*time.Second)
+	eventually(t, "the waiter in the holder's Client", func() bool { return c.client.Waiting("k") == 1 })
+	there := acquireAsync(ctx, other, "k", 10*time.Second)
+	eventually(t, "the other Client's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	soon, cancel := context.WithTimeout(x, 5*time.Second)
+	defer cancel()
+	h2, err := c.client.Acquire(soon, "k", 10*time.Second) // a waiter queued or not: at once
+	if err != nil {
+		t.Fatalf("the owner again, with a waiter queued: %v", err)
+	}
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-here:
+		t.Fatalf("the waiter of owner y got the lock with a hold left: %v", r.err)
+	case r := <-there:
+		t.Fatalf("the other Client's waiter got the lock with a hold left: %v", r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One of the two waiters gets it, on the release's wake-up (polling is off); then
+	// the other.
+	var first result
+	var rest <-chan result
+	select {
+	case first = <-here:
+		rest = there
+	case first = <-there:
+		rest = here
+	case <-time.After(10 * time.Second):
+		t.Fatal("no waiter got the lock 10 s after the last hold's release")
+	}
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	if err := first.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := wantResult(t, "the second waiter", rest)
+	if err := second.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantDo: Do under an owner that holds the key runs at once, and its Release
+// leaves the owner's other hold in place.
+func TestReentrantDo(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	outer, err := c.client.Acquire(x, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = c.client.Do(x, "k", 5*time.Second, func(ctx context.Context) error {
+		ran = true
+		return nil
+	}, redlock.TryOnce())
+	if err != nil || !ran {
+		t.Fatalf("Do under the holding owner: ran %v, %v", ran, err)
+	}
+	outer.WaitForCalls()
+	c.wantHolds("k", "x", each(3, outer)...)
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantWaiterAfterPlainLock: a waiter with an owner behind a lock without owner
+// of the same Client is not handed that lock's plain token (a handoff): it gets a hold
+// of its owner.
+func TestReentrantWaiterAfterPlainLock(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	plain, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(redlock.WithOwner(ctx, "y"), c.client, "k", 10*time.Second)
+	eventually(t, "the waiter", func() bool { return c.client.Waiting("k") == 1 })
+	if err := plain.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := wantResult(t, "the waiter of owner y", waiter).lock
+	w.WaitForCalls()
+	if w.Owner() != "y" {
+		t.Errorf("the waiter's lock has owner %q, want y", w.Owner())
+	}
+	c.wantHolds("k", "y", each(3, w)...)
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantExtendNeedsItsHold: Extend counts only the nodes that list its own
+// hold. A node that has the owner's key without the hold (it missed the increment)
+// would lose the key when the other hold is released, so it must not count for this
+// hold's validity.
+func TestReentrantExtendNeedsItsHold(t *testing.T) {
+	c := &cluster{t: t}
+	for i := range 3 {
+		c.servers = append(c.servers, redistest.Start(t, redistest.Options{Persistent: true}))
+		c.admin = append(c.admin, c.servers[i].Client())
+	}
+	c.client = c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+	c.servers[2].Kill()
+	h2, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitForCalls()
+	c.servers[2].Restart()
+	c.wantHolds("k", "x", [][]*redlock.Lock{{h1, h2}, {h1, h2}, {h1}}...)
+	c.servers[1].Kill()
+	if err := h2.Extend(ctx, 30*time.Second); err == nil {
+		t.Fatal("h2 extended with only node 1 listing it (node 2 down, node 3 without h2)")
+	}
+	c.servers[1].Restart()
+}
