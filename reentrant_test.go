@@ -176,6 +176,12 @@ func TestReentrantSharedLease(t *testing.T) {
 	if err := short.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	short.WaitForCalls()
+	for i, a := range c.admin {
+		if ttl := a.PTTL(ctx, "k").Val(); ttl < 39*time.Second {
+			t.Errorf("node %d: releasing one hold left the lease at %v", i+1, ttl)
+		}
+	}
 	// Not released: the lease ends with its TTL (here set short by hand on every node).
 	for _, a := range c.admin {
 		a.PExpire(ctx, "k", 200*time.Millisecond)
