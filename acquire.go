@@ -146,9 +146,6 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		lock, qe, _ := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl})
 		return lock, qe, nil
 	}
-	if owner != "" {
-		return c.fencedHold(ctx, key, owner, ttl)
-	}
 	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
 	if qe != nil || err != nil {
 		return nil, qe, err
@@ -159,7 +156,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, t := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl, fence: fence})
+		lock, qe, t := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl, fence: fence})
 		if lock != nil {
 			c.fences.raise(key, fence)
 			return lock, nil, nil
@@ -210,12 +207,7 @@ type roundRequest struct {
 
 // stepRequest returns the acquire step that req sends to every node.
 func (req roundRequest) stepRequest() stepRequest {
-	if req.fence == 0 {
-		return acquireStep(req.key, req.owner, req.token, req.ttl)
-	}
-	args := []any{req.token, req.ttl.Milliseconds()}
-	// Client.start adds the counter's names per node.
-	return stepRequest{step: stepFencedAcquire, keys: []string{req.key}, args: append(args, req.fence)}
+	return acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
 }
 
 // round is one acquisition round: it grants the lock with a majority and validity
@@ -226,8 +218,15 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(req.ttl, now.Sub(start), c.opts.DriftFactor)
+	split := false
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: req.fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+		fence, ok := req.leaseFence(r, t)
+		// Waiting for the fencing tokens of an owner's lease takes time: the lock must
+		// still be valid after it.
+		if ok && c.opts.Clock.Now().Before(now.Add(v)) {
+			return &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+		}
+		split = !ok
 	}
 	c.cleanup(ctx, req.key, req.owner, req.token, r)
 	kind := ErrUnavailable
@@ -235,7 +234,10 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 		kind = ErrNotAcquired
 	}
 	qe := c.quorumError("acquire", req.key, t, errs, kind, ctxErr)
-	qe.Late = t.won()
+	qe.Late = t.won() && !split
+	if split {
+		qe.note = "no fencing token of the owner's lease was reported by a majority"
+	}
 	qe.quorum = t.quorumIn
 	return nil, qe, t
 }

@@ -343,6 +343,50 @@ var lateSteps = []lateStep{
 		w.held["R3"] = l
 		return err
 	}},
+	{"fenced reentrant holds, heal and release", func(w *lateWorld, ctx context.Context) error {
+		o := redlock.WithOwner(ctx, "fo")
+		f1, err := w.f.Acquire(o, "kfr", 5*time.Second)
+		w.held["FR1"] = f1
+		if err != nil {
+			return err
+		}
+		f2, err := w.f.TryAcquire(o, "kfr", 5*time.Second)
+		w.held["FR2"] = f2
+		if err != nil {
+			return err
+		}
+		f2.WaitForCalls()
+		// Node 3 loses the key and its counter, as if restarted empty.
+		if err := w.c.admin[2].Del(ctx, append(redlock.FenceKeys(w.c.admin[2], "kfr"), "kfr")...).Err(); err != nil {
+			return err
+		}
+		if err := f2.Extend(ctx, 20*time.Second); err != nil {
+			return err
+		}
+		f2.WaitForCalls()
+		if got := w.c.values("kfr"); !strings.Contains(got[2], f2.Token()) {
+			return fmt.Errorf("node 3 not healed: %q", got)
+		}
+		err = f1.Release(ctx)
+		delete(w.held, "FR1")
+		return err
+	}},
+	{"fenced: another owner and a lock without owner fail, then the lease ends", func(w *lateWorld, ctx context.Context) error {
+		if l, err := w.f.TryAcquire(redlock.WithOwner(ctx, "fp"), "kfr", 5*time.Second); err == nil {
+			return fmt.Errorf("owner fp took kfr, held by fo until %v: %v", w.held["FR2"].Until(), l.Token())
+		}
+		if l, err := w.f.TryAcquire(ctx, "kfr", 5*time.Second); err == nil {
+			return fmt.Errorf("a lock without owner took kfr, held by fo: %v", l.Token())
+		}
+		err := w.held["FR2"].Release(ctx)
+		delete(w.held, "FR2")
+		if err != nil {
+			return err
+		}
+		l, err := w.f.Acquire(ctx, "kfr", 5*time.Second) // the fenced lease is over
+		w.held["F9"] = l
+		return err
+	}},
 }
 
 // nodeState is one node's view of a held lock, read in one round trip between from
@@ -361,6 +405,17 @@ type nodeState struct {
 // hold.
 func (s nodeState) lists() bool {
 	return s.head != "" && strings.HasPrefix(s.value, s.head) && strings.Contains(s.value[len(s.head)-1:], s.hold)
+}
+
+// leaseToken returns the fencing token an owner's fenced lease keeps after the head
+// ("#<token>|"), or "".
+func (s nodeState) leaseToken() string {
+	rest, ok := strings.CutPrefix(s.value, s.head)
+	if !ok || !strings.HasPrefix(rest, "#") {
+		return ""
+	}
+	tok, _, _ := strings.Cut(rest[1:], "|")
+	return tok
 }
 
 // read returns every node's view of each held lock.
@@ -401,6 +456,8 @@ func compare(t *testing.T, what string, before, after map[string][]nodeState) {
 			switch {
 			case s.lists() && !got.lists():
 				t.Errorf("%s: node %d held %s's hold in %q, then %q", what, i+1, name, s.value, got.value)
+			case s.lists() && got.leaseToken() != s.leaseToken():
+				t.Errorf("%s: node %d: the fencing token of %s's lease went from %q to %q", what, i+1, name, s.leaseToken(), got.leaseToken())
 			case s.head == "" && s.value != "" && got.value != s.value:
 				t.Errorf("%s: node %d held %s's key %q, then %q", what, i+1, name, s.value, got.value)
 			case s.value != "" && got.ttl < s.ttl-got.to.Sub(s.from)-time.Millisecond:

@@ -159,11 +159,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	req := acquireStep(l.key, l.owner, l.token, ttl)
+	req := acquireStep(l.key, l.owner, l.token, ttl, l.fence)
 	req.after, req.need = r, r.lacks
-	if l.fence > 0 {
-		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
-	}
 	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
 }
 

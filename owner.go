@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed" // the Lua scripts are files in scripts/
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -29,10 +28,14 @@ var (
 	reentrantExtendLua string
 	//go:embed scripts/reentrant_release.lua
 	reentrantReleaseLua string
+	//go:embed scripts/reentrant_fenced_acquire.lua
+	reentrantFencedAcquireLua string
 
 	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false}
 	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false}
 	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false}
+	// Client.start adds the counter's names per node.
+	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true}
 )
 
 // ownerKey is the context key under which WithOwner stores the owner.
@@ -43,7 +46,8 @@ type ownerKey struct{}
 // majority of nodes, as every grant) and returns a Lock that shares the lease, whether
 // the earlier hold was taken by the same Client, another Client or another process.
 // The key is freed when every hold has been released, or when the lease expires.
-// Extend, KeepAlive and Do apply to the shared lease.
+// Extend, KeepAlive and Do apply to the shared lease; each Lock's Until is the lease's
+// validity as that hold has proven it (by its Acquire or its own last Extend).
 //
 // Holders that use the same owner are one logical holder: the nodes cannot tell them
 // apart, and each can take the lock while another holds it. Use an owner that names
@@ -51,8 +55,8 @@ type ownerKey struct{}
 // once instead of waiting out the TTL), never one shared by work that must exclude
 // each other. An empty owner makes Acquire fail with an error; locks taken without an
 // owner are not reentrant and see a reentrant lock as held elsewhere (and the other
-// way round). See docs/design.md, "Reentrant locks", for what is guaranteed under
-// faults.
+// way round). See docs/reentrant.md for what is guaranteed under faults, and for
+// Options.Fencing with an owner (every hold of a lease gets the lease's token).
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
@@ -90,13 +94,84 @@ func (l *Lock) Owner() string {
 	return rest[:len(rest)-1]
 }
 
-// acquireStep returns the step that takes or refreshes (heals) a hold of token on key:
-// acquire.lua for a lock without owner, reentrant_acquire.lua for owner's hold.
-func acquireStep(key, owner, token string, ttl time.Duration) stepRequest {
-	if owner == "" {
-		return stepRequest{step: stepAcquire, keys: []string{key}, args: []any{token, ttl.Milliseconds()}}
+// acquireStep returns the step that takes or refreshes (heals) a hold of token on key,
+// with fencing token fence when it is not 0: acquire.lua or fenced_acquire.lua for a
+// lock without owner, reentrant_acquire.lua or reentrant_fenced_acquire.lua for an
+// owner's hold. A fenced step gets the counter's names from Client.start.
+func acquireStep(key, owner, token string, ttl time.Duration, fence int64) stepRequest {
+	keys, ms := []string{key}, ttl.Milliseconds()
+	switch {
+	case owner == "" && fence == 0:
+		return stepRequest{step: stepAcquire, keys: keys, args: []any{token, ms}}
+	case owner == "":
+		return stepRequest{step: stepFencedAcquire, keys: keys, args: []any{token, ms, fence}}
+	case fence == 0:
+		return stepRequest{step: stepReentrantAcquire, keys: keys, args: []any{owner, token, ms}}
 	}
-	return stepRequest{step: stepReentrantAcquire, keys: []string{key}, args: []any{owner, token, ttl.Milliseconds()}}
+	return stepRequest{step: stepReentrantFencedAcquire, keys: keys, args: []any{owner, token, ms, fence}}
+}
+
+// leaseReply judges reentrant_fenced_acquire.lua: the lease's fencing token (≥ 1)
+// means the hold is there, 0 held elsewhere, −c a refused proposal.
+func leaseReply(v int64) outcome {
+	switch {
+	case v >= 1:
+		return outYes
+	case v == 0:
+		return outNo
+	}
+	return outRefused
+}
+
+// leaseFence returns the fencing token of the Lock that round r of req won with tally
+// t: the proposal for a lock without owner; for an owner's hold, the lease's token,
+// which a majority of the nodes must have reported alike (ok false otherwise: the
+// round then fails). Each of those nodes has a counter at least that high, so any
+// later grant, which needs one of them, gets a higher token; and one of them belongs
+// to any earlier holder's majority, where the lease began (with a token above the
+// counter) after that holder's key was gone. The nodes disagree only when some lost
+// the lease (restarted empty, or it expired there) and began it afresh with this
+// round's proposal.
+func (req roundRequest) leaseFence(r *round, t tally) (fence int64, ok bool) {
+	if req.owner == "" || req.fence == 0 {
+		return req.fence, true
+	}
+	if t.yesLow == t.yesHigh {
+		return t.yesLow, t.yesLow >= 1
+	}
+	return r.agreedFence(t.quorum())
+}
+
+// agreedFence returns the value of a yes that at least quorum nodes of the round
+// replied alike. It looks at the calls that returned within the node timeout (a reply
+// gather counted returns at once), so it may count fewer than gather did, never more.
+func (r *round) agreedFence(quorum int) (int64, bool) {
+	timer := time.NewTimer(max(time.Until(r.expires), 0))
+	defer timer.Stop()
+	expired := false
+	counts := make(map[int64]int, len(r.calls))
+	for i := range r.calls {
+		if !expired {
+			select {
+			case <-r.calls[i].done:
+			case <-timer.C:
+				expired = true
+			}
+		}
+		select {
+		case <-r.calls[i].done:
+			if r.calls[i].out == outYes {
+				counts[r.calls[i].val]++
+			}
+		default:
+		}
+	}
+	for v, n := range counts {
+		if n >= quorum && v >= 1 {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // extendStep returns the step that raises the TTL of the lock's key where its hold is.
@@ -149,9 +224,4 @@ func (w *waiter) beside() (*Lock, error) {
 func (w *waiter) owner() string {
 	owner, _ := ownerHead(w.ctx) // Acquire checked it before the waiter queued
 	return owner
-}
-
-// fencedHold is attempt for an owner's hold with Options.Fencing.
-func (c *Client) fencedHold(ctx context.Context, key, owner string, ttl time.Duration) (*Lock, *QuorumError, error) {
-	return nil, nil, fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) do not support Options.Fencing yet", key)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,9 @@ func (c *cluster) holds(i int, key, owner string) ([]string, bool) {
 	if !ok {
 		return nil, false
 	}
+	if strings.HasPrefix(rest, "#") { // a fenced lease: "#<token>|" comes first
+		_, rest, _ = strings.Cut(rest, "|")
+	}
 	return strings.FieldsFunc(rest, func(r rune) bool { return r == '|' }), true
 }
 
@@ -47,6 +51,25 @@ func (c *cluster) wantHolds(key, owner string, want ...[]*redlock.Lock) {
 			c.t.Errorf("node %d: holds %q (owner's key: %v), want %q", i+1, got, ok, ids)
 		}
 	}
+}
+
+// reach makes sure that client's connections to every node work again after restarts:
+// it takes and releases a scratch lock until every node took it (a call on a
+// connection the restart broke fails once, and go-redis then dials afresh).
+func (c *cluster) reach(client *redlock.Client) {
+	c.t.Helper()
+	ctx := c.t.Context()
+	eventually(c.t, "every node to answer the Client", func() bool {
+		l, err := client.TryAcquire(ctx, "reach", time.Second)
+		if err != nil {
+			return false
+		}
+		l.WaitForCalls()
+		all := !slices.Contains(c.values("reach"), "")
+		_ = l.Release(ctx)
+		l.WaitForCalls()
+		return all
+	})
 }
 
 // each returns the same holds for n nodes.
@@ -222,6 +245,7 @@ func TestReentrantUnderFaults(t *testing.T) {
 	}
 	h2.WaitForCalls()
 	c.servers[4].Restart()
+	c.reach(c.client)
 	c.wantHolds("k", "x", [][]*redlock.Lock{{h1, h2}, {h1, h2}, {h1, h2}, {h1, h2}, {h1}}...)
 
 	// h1 goes: node 5 had only h1 and frees its key; the majority still lists h2.
@@ -241,6 +265,7 @@ func TestReentrantUnderFaults(t *testing.T) {
 
 	// Node 1 restarts empty; node 2 misses the increment of h3.
 	c.servers[0].Restart()
+	c.reach(other)
 	c.servers[1].Kill()
 	h3, err := other.TryAcquire(x, "k", 30*time.Second) // another Client, the same owner
 	if err != nil {
@@ -248,6 +273,8 @@ func TestReentrantUnderFaults(t *testing.T) {
 	}
 	h3.WaitForCalls()
 	c.servers[1].Restart()
+	c.reach(c.client)
+	c.reach(other)
 	// Node 1 came back empty and took h3 afresh: the owner's key there lists h3 alone.
 	c.wantHolds("k", "x", [][]*redlock.Lock{{h3}, {h2}, {h2, h3}, {h2, h3}, {h2, h3}}...)
 
@@ -258,6 +285,7 @@ func TestReentrantUnderFaults(t *testing.T) {
 	}
 	h2.WaitForCalls()
 	c.servers[2].Restart()
+	c.reach(other)
 	c.wantHolds("k", "x", [][]*redlock.Lock{{h3}, nil, {h2, h3}, {h3}, {h3}}...)
 	wantHeldElsewhere(t, y, other, "owner y while h3 is held", "k")
 
@@ -448,4 +476,137 @@ func TestReentrantExtendNeedsItsHold(t *testing.T) {
 		t.Fatal("h2 extended with only node 1 listing it (node 2 down, node 3 without h2)")
 	}
 	c.servers[1].Restart()
+}
+
+// TestReentrantFencing: every hold of a lease gets the lease's fencing token, from any
+// Client; the next owner's lease gets a higher one; a node restarted empty (it begins
+// the lease afresh with a higher proposal) does not change the token a majority
+// agrees on; and an owner's lease taken without fencing gives no token.
+func TestReentrantFencing(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fencing: true, NodeTimeout: 200 * time.Millisecond})
+	other := c.newClient(redlock.Options{Fencing: true, NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x, y := redlock.WithOwner(ctx, "x"), redlock.WithOwner(ctx, "y")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := other.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h1.Fence() < 1 || h2.Fence() != h1.Fence() {
+		t.Fatalf("fencing tokens %d and %d, want the lease's, twice", h1.Fence(), h2.Fence())
+	}
+	wantHeldElsewhere(t, y, other, "owner y", "k")
+
+	// Node 3 restarts empty: a new hold finds the lease there gone and begins it afresh
+	// with a higher proposal; nodes 1 and 2 still agree on the lease's token.
+	h2.WaitForCalls()
+	c.servers[2].Restart()
+	c.reach(c.client)
+	// Eight holds: in most of them node 3's reply is among the first two, and the
+	// replies counted disagree.
+	holds := []*redlock.Lock{h1, h2}
+	for i := range 8 {
+		h, err := c.client.TryAcquire(x, "k", 30*time.Second) // one attempt
+		if err != nil {
+			t.Fatalf("hold %d with node 3 restarted empty: %v", i+3, err)
+		}
+		holds = append(holds, h)
+		if h.Fence() != h1.Fence() {
+			t.Fatalf("hold %d after node 3's restart has token %d, want the lease's %d", i+3, h.Fence(), h1.Fence())
+		}
+	}
+	for _, l := range holds {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range holds {
+		l.WaitForCalls()
+	}
+	c.wantValues("k", "", "", "") // the last hold's release deletes the fenced lease
+	var ly *redlock.Lock
+	for range 3 { // y's token goes above any guess of other's
+		var err error
+		if ly, err = c.client.Acquire(y, "k", 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ly.Fence() <= h1.Fence() {
+			t.Fatalf("owner y's lease after x's: token %d, want above %d", ly.Fence(), h1.Fence())
+		}
+		if err := ly.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// x again, from the Client that saw only x's first tokens: its guess is stale, and
+	// the nodes make it propose above y's.
+	hx, err := other.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hx.Fence() <= ly.Fence() {
+		t.Fatalf("owner x's lease after y's: token %d, want above %d", hx.Fence(), ly.Fence())
+	}
+	if err := hx.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A lease begun without fencing has no token for a fenced hold.
+	plain := c.newClient(redlock.Options{})
+	lp, err := plain.Acquire(x, "k2", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.client.Acquire(x, "k2", 30*time.Second)
+	if !errors.Is(err, redlock.ErrUnavailable) || !strings.Contains(err.Error(), "no fencing token") {
+		t.Fatalf("a fenced hold of a lease without fencing: %v, want ErrUnavailable naming the missing token", err)
+	}
+	if err := lp.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantFencingSplit: node 3 is down and node 2 restarted empty, so the two
+// nodes that answer a new hold report different tokens for the lease (node 2 begins it
+// afresh with a proposal of its own). No token has a majority: the hold is refused,
+// with an error that says why, and cleaned up, rather than given a token that the
+// lease never had on a majority.
+func TestReentrantFencingSplit(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fencing: true, NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+	c.servers[1].Restart()
+	c.servers[2].Kill()
+	// The first attempts may find the connection to node 2 broken by its restart.
+	eventually(t, "an attempt that node 2 answers", func() bool {
+		l, err := c.client.TryAcquire(x, "k", 30*time.Second)
+		if err == nil {
+			t.Fatalf("a hold with nodes 1 and 2 reporting different tokens got token %d (the lease's is %d)", l.Fence(), h1.Fence())
+		}
+		if strings.Contains(err.Error(), "no fencing token") {
+			if !errors.Is(err, redlock.ErrUnavailable) || errors.Is(err, redlock.ErrNotAcquired) {
+				t.Errorf("split tokens: %v, want ErrUnavailable only", err)
+			}
+			return true
+		}
+		return false
+	})
+	want := fmt.Sprintf("%s#%d|%s|", ownerHead("x"), h1.Fence(), h1.Token())
+	if v := c.admin[0].Get(ctx, "k").Val(); v != want {
+		t.Errorf("node 1 keeps %q after the refused hold, want h1's lease alone, %q", v, want)
+	}
+	if v := c.admin[1].Get(ctx, "k").Val(); v != "" {
+		t.Errorf("node 2 keeps %q after the refused hold's clean-up, want nothing", v)
+	}
+	c.servers[2].Restart()
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,5 +1,6 @@
 -- reentrant_release.lua: remove one hold from an owner's lock on one node; the key goes
--- when no hold is left, and that is announced as release.lua does.
+-- when no hold is left, and that is announced as release.lua does. A fenced lease's
+-- token ("#<token>|" after the head, see reentrant_fenced_acquire.lua) is not a hold.
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the owner's head
@@ -25,7 +26,11 @@ if not at then
   return 0
 end
 local rest = string.sub(cur, 1, at) .. string.sub(cur, at + #hold)
-if #rest > #head then
+local left = string.sub(rest, #head + 1) -- the holds left, after a fenced lease's "#f|"
+if string.match(left, '^#[0-9]+|') then
+  left = string.sub(left, string.find(left, '|', 1, true) + 1)
+end
+if left ~= '' then
   -- Keep the expiry: inside a script the clock stands still on Redis 7, so PX PTTL
   -- sets the same instant (older servers can only move it later, never earlier).
   redis.call('SET', KEYS[1], rest, 'PX', redis.call('PTTL', KEYS[1]))
