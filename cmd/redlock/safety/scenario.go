@@ -580,7 +580,7 @@ func partitions() []*Scenario {
 
 // duplicates is the scenario of duplicated and late delivery: every command a Client
 // sends has a 30 % chance of being delivered again, up to a TTL later, on another
-// connection (redlocktest.Duplicate). Two workers per Client make hand-overs.
+// connection (redlocktest.Duplicate). Two workers per Client make handoffs.
 func duplicates() *Scenario {
 	return &Scenario{
 		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
