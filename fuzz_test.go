@@ -43,6 +43,8 @@ var passwordPlaces = []struct {
 	{"redis://:%s@127.0.0.1:6379/0%s", nil, false},
 	{"rediss://%s@127.0.0.1:6379%s", func(p string) string { return url.UserPassword("user", p).String() }, false},
 	{"unix://user:%s@/tmp/redis.sock%s", nil, false},
+	{"redis+cluster://user:%s@127.0.0.1:7000?addr=127.0.0.1:7001%s", nil, false},
+	{"rediss+cluster://%s@127.0.0.1:7000%s", func(p string) string { return url.UserPassword("user", p).String() }, false},
 	{"unix://%s@/tmp/redis.sock%s", func(p string) string { return url.UserPassword("u", p).String() }, false},
 	{"redis://127.0.0.1:6379/0?password=%s%s", nil, false},
 	{"redis://127.0.0.1:6379/0?db=1&password=%s%s", url.QueryEscape, false},
@@ -101,7 +103,14 @@ func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 	defer c.Close()
 	for _, n := range c.nodes {
 		names = append(names, n.name)
-		passwords = append(passwords, n.rdb.(*redis.Client).Options().Password)
+		switch rdb := n.rdb.(type) {
+		case *redis.Client:
+			passwords = append(passwords, rdb.Options().Password)
+		case *redis.ClusterClient:
+			passwords = append(passwords, rdb.Options().Password)
+		default:
+			panic(fmt.Sprintf("NewFromURLs made a %T", n.rdb))
+		}
 	}
 	return "", names, passwords
 }

@@ -89,7 +89,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		pids[i] = strconv.Itoa(n.PID())
 	}
 	exit := exitError
-	specs, err = parseNodes(urls, tlsFiles{})
+	specs, err = parseNodes(urls, tlsFiles{}, redlock.DefaultNodeTimeout)
 	if err == nil {
 		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%s (pids %s)", plural(int64(len(nodes)), "local redis-server node"), strings.Join(pids, " ")))
 	}
@@ -168,7 +168,7 @@ func (cfg *benchConfig) check(fs *flagSet, pos []string, e *env) ([]nodeSpec, er
 	if err != nil {
 		return nil, err
 	}
-	return parseNodes(urls, cfg.conn.tls)
+	return parseNodes(urls, cfg.conn.tls, cfg.conn.nodeTimeout)
 }
 
 // benchRow is one workload's line of the summary. Fields that a workload does not
