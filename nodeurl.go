@@ -77,10 +77,17 @@ func ParseNodeURL(raw string, opts Options) (NodeURL, error) {
 }
 
 // parseClusterURL parses a redis+cluster:// or rediss+cluster:// URL with go-redis's
-// ParseClusterURL and checks every seed's port.
+// ParseClusterURL, after the checks that make its password's boundaries certain, and
+// checks every seed's port.
 func parseClusterURL(raw, scheme string, u *url.URL) (*redis.ClusterOptions, error) {
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
 		return nil, badURL{errors.New("a Redis Cluster has only database 0")}
+	}
+	if err := passwordBoundaries(raw); err != nil {
+		if passwordBoundaries(redactURL(raw)) == nil {
+			err = errPasswordSyntax // as parseNodeURL says it
+		}
+		return nil, badURL{err}
 	}
 	plain := scheme + raw[len(u.Scheme):]
 	co, err := redis.ParseClusterURL(plain)
