@@ -56,6 +56,7 @@ type Server struct {
 	busPort int
 	cmd     *exec.Cmd // nil while stopped
 	paused  bool
+	closed  bool // by Close: Restart refuses to start it again
 }
 
 // Start starts one redis-server on a free loopback port and returns once it answers
@@ -110,10 +111,11 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // Close kills the server if it runs, reaps it, and removes the directory StartServer
-// made. It may be called more than once.
+// made. It may be called more than once; a closed server cannot be restarted.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	err := s.killLocked()
 	if s.ownDir {
 		err = errors.Join(err, os.RemoveAll(s.dir))
@@ -246,7 +248,8 @@ func (s *Server) signal(sig syscall.Signal, pause bool) {
 
 // Restart kills the server if it runs and starts it again on the same port and data
 // directory with the options it was started with: with Options.Persistent, the data
-// written before the kill is loaded again; without, it comes back empty.
+// written before the kill is loaded again; without, it comes back empty. Restarting a
+// closed server fails.
 func (s *Server) Restart() { s.RestartAfter(0) }
 
 // RestartAfter is Restart with the port kept closed for down in between.
@@ -254,7 +257,10 @@ func (s *Server) RestartAfter(down time.Duration) {
 	s.Kill()
 	time.Sleep(down)
 	s.mu.Lock()
-	err := s.launchLocked(context.Background())
+	err := errors.New("the server was closed")
+	if !s.closed {
+		err = s.launchLocked(context.Background())
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.fail(fmt.Errorf("restarting: %w", err))
