@@ -12,6 +12,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,7 +28,34 @@ import (
 
 // SkipEnv names the environment variable that opts out of integration tests: when it
 // is "1", Start skips the test (t.Skip) if redis-server is not on PATH.
-const SkipEnv = "REDLOCK_SKIP_INTEGRATION"
+const SkipEnv = redisproc.SkipEnv
+
+// SkipExamplesWithoutServer, called by a TestMain before m.Run, makes the run skip the
+// package's examples when redis-server is not on PATH and SkipEnv is "1": an example
+// that starts servers (StartServer) cannot skip itself, and its failure would fail the
+// whole package. It parses the command line and adds "^Example" to -test.skip.
+func SkipExamplesWithoutServer() {
+	if os.Getenv(SkipEnv) != "1" {
+		return
+	}
+	if _, err := redisproc.FindBinary("redis-server"); err == nil {
+		return
+	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.skip")
+	if f == nil {
+		return
+	}
+	skip := "^Example"
+	if old := f.Value.String(); old != "" {
+		skip = old + "|" + skip
+	}
+	if err := f.Value.Set(skip); err == nil {
+		fmt.Fprintf(os.Stderr, "redistest: redis-server not on PATH and %s=1: the examples are skipped\n", SkipEnv)
+	}
+}
 
 // Options configures the redis-server processes started by Start and StartN.
 type Options struct {
