@@ -31,12 +31,15 @@ func (n NodeURL) Client() redis.UniversalClient {
 }
 
 // Addrs returns the addresses the node's client dials: one for a server, the seeds
-// for a cluster.
+// for a cluster, none for the zero NodeURL (which ParseNodeURL returns with an error).
 func (n NodeURL) Addrs() []string {
-	if n.Cluster != nil {
+	switch {
+	case n.Cluster != nil:
 		return n.Cluster.Addrs
+	case n.Server != nil:
+		return []string{n.Server.Addr}
 	}
-	return []string{n.Server.Addr}
+	return nil
 }
 
 // ParseNodeURL parses one node URL as NewFromURLs does and gives it NewFromURLs's

@@ -25,7 +25,7 @@ func TestReview12ClusterURLPasswordBoundaries(t *testing.T) {
 		for _, u := range []string{raw, plain} {
 			n, err := redlock.ParseNodeURL(u, redlock.Options{})
 			if !errors.Is(err, redlock.ErrBadURL) {
-				t.Errorf("%s: got %v (addrs %q), want ErrBadURL", redlock.RedactURL(u), err, addrsOf(n))
+				t.Errorf("%s: got %v (addrs %q), want ErrBadURL", redlock.RedactURL(u), err, n.Addrs())
 				continue
 			}
 			for _, part := range []string{"1234", "5678", "9012", "3456"} {
@@ -43,10 +43,14 @@ func TestReview12ClusterURLPasswordBoundaries(t *testing.T) {
 	}
 }
 
-// addrsOf returns n's addresses, or none for the zero NodeURL of an error.
-func addrsOf(n redlock.NodeURL) []string {
-	if n.Server == nil && n.Cluster == nil {
-		return nil
+// TestReview12ZeroNodeURL: the NodeURL that ParseNodeURL returns with an error (the
+// zero value) has no addresses; Addrs used to panic on it (a nil *redis.Options).
+func TestReview12ZeroNodeURL(t *testing.T) {
+	n, err := redlock.ParseNodeURL("http://h:1", redlock.Options{})
+	if err == nil {
+		t.Fatal("http://h:1 parsed")
 	}
-	return n.Addrs()
+	if addrs := n.Addrs(); addrs != nil {
+		t.Errorf("zero NodeURL: Addrs() = %q, want none", addrs)
+	}
 }
