@@ -91,7 +91,7 @@ func otherPassword(p string) string {
 }
 
 // outcomeOfURLs is what NewFromURLs said about urls: its error text, or the nodes'
-// names and passwords.
+// names (each with the addresses its client dials) and passwords.
 func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 	c, err := NewFromURLs(urls, Options{})
 	if err != nil {
@@ -102,11 +102,12 @@ func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 	}
 	defer c.Close()
 	for _, n := range c.nodes {
-		names = append(names, n.name)
 		switch rdb := n.rdb.(type) {
 		case *redis.Client:
+			names = append(names, n.name+" "+rdb.Options().Addr)
 			passwords = append(passwords, rdb.Options().Password)
 		case *redis.ClusterClient:
+			names = append(names, n.name+" "+strings.Join(rdb.Options().Addrs, ","))
 			passwords = append(passwords, rdb.Options().Password)
 		default:
 			panic(fmt.Sprintf("NewFromURLs made a %T", n.rdb))
@@ -116,7 +117,8 @@ func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 }
 
 // FuzzNewFromURLs: no input makes NewFromURLs panic (raw holds one URL per line), and
-// no error or node name depends on the characters of a password of 4 or more bytes,
+// no error, node name or address dialled depends on the characters of a password of 4
+// or more bytes,
 // wherever it sits: the URL with the password and the URL with otherPassword of it give
 // the same error text and names. A password written correctly escaped in the user info
 // reaches go-redis whole (go-redis takes none from the query).
@@ -130,6 +132,7 @@ func FuzzNewFromURLs(f *testing.F) {
 	f.Add("u:secret@h:1", "%4G%zz%", uint8(7), "")
 	f.Add("redis://:secret", "secret", uint8(8), "/0")
 	f.Add("redis://secret@h:1", "s3cr:t@x", uint8(10), "/0")
+	f.Add("redis+cluster://u:1234#abc@h:1", "1234#abc", uint8(4), "") // a '#' ended the host
 	f.Fuzz(func(t *testing.T, raw, password string, place uint8, tail string) {
 		outcomeOfURLs(strings.Split(raw, "\n")) // must not panic
 
@@ -156,7 +159,7 @@ func FuzzNewFromURLs(f *testing.F) {
 			t.Fatalf("the error depends on the password:\n%s\n  %s\n%s\n  %s", u1, err1, u2, err2)
 		}
 		if strings.Join(names1, " ") != strings.Join(names2, " ") {
-			t.Fatalf("the node name depends on the password:\n%s\n  %q\n%s\n  %q", u1, names1, u2, names2)
+			t.Fatalf("the node name or address depends on the password:\n%s\n  %q\n%s\n  %q", u1, names1, u2, names2)
 		}
 		asUser := strings.HasPrefix(pl.format, "redis://%s@")
 		inUserInfo := pl.escape != nil && !strings.Contains(pl.format, "?") && !asUser

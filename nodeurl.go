@@ -31,12 +31,15 @@ func (n NodeURL) Client() redis.UniversalClient {
 }
 
 // Addrs returns the addresses the node's client dials: one for a server, the seeds
-// for a cluster.
+// for a cluster, none for the zero NodeURL (which ParseNodeURL returns with an error).
 func (n NodeURL) Addrs() []string {
-	if n.Cluster != nil {
+	switch {
+	case n.Cluster != nil:
 		return n.Cluster.Addrs
+	case n.Server != nil:
+		return []string{n.Server.Addr}
 	}
-	return []string{n.Server.Addr}
+	return nil
 }
 
 // ParseNodeURL parses one node URL as NewFromURLs does and gives it NewFromURLs's
@@ -77,10 +80,17 @@ func ParseNodeURL(raw string, opts Options) (NodeURL, error) {
 }
 
 // parseClusterURL parses a redis+cluster:// or rediss+cluster:// URL with go-redis's
-// ParseClusterURL and checks every seed's port.
+// ParseClusterURL, after the checks that make its password's boundaries certain, and
+// checks every seed's port.
 func parseClusterURL(raw, scheme string, u *url.URL) (*redis.ClusterOptions, error) {
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
 		return nil, badURL{errors.New("a Redis Cluster has only database 0")}
+	}
+	if err := passwordBoundaries(raw); err != nil {
+		if passwordBoundaries(redactURL(raw)) == nil {
+			err = errPasswordSyntax // as parseNodeURL says it
+		}
+		return nil, badURL{err}
 	}
 	plain := scheme + raw[len(u.Scheme):]
 	co, err := redis.ParseClusterURL(plain)

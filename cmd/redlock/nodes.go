@@ -65,7 +65,10 @@ func parseNodes(urls []string, tf tlsFiles, nodeTimeout time.Duration) ([]nodeSp
 		}
 		spec := nodeSpec{name: n.Name, opts: n.Server, cluster: n.Cluster}
 		for _, addr := range n.Addrs() {
-			server := strings.ToLower(addr)
+			server := addr // a unix socket's path: case matters
+			if n.Server == nil || n.Server.Network != "unix" {
+				server = strings.ToLower(addr) // a host name: case does not
+			}
 			if j, dup := seen[server]; dup && j != i {
 				return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, n.Name, j+1)
 			}
