@@ -220,10 +220,10 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 	v := validity(req.ttl, now.Sub(start), c.opts.DriftFactor)
 	split := false
 	if ctxErr == nil && t.won() && v > 0 {
-		fence, ok := req.leaseFence(r, t)
+		fence, ok, waited := req.leaseFence(r, t)
 		// Waiting for the fencing tokens of an owner's lease takes time: the lock must
 		// still be valid after it.
-		if ok && c.opts.Clock.Now().Before(now.Add(v)) {
+		if ok && (!waited || c.opts.Clock.Now().Before(now.Add(v))) {
 			return &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
 		}
 		split = !ok

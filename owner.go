@@ -131,15 +131,16 @@ func leaseReply(v int64) outcome {
 // to any earlier holder's majority, where the lease began (with a token above the
 // counter) after that holder's key was gone. The nodes disagree only when some lost
 // the lease (restarted empty, or it expired there) and began it afresh with this
-// round's proposal.
-func (req roundRequest) leaseFence(r *round, t tally) (fence int64, ok bool) {
+// round's proposal. waited reports that it waited for more replies than gather did.
+func (req roundRequest) leaseFence(r *round, t tally) (fence int64, ok, waited bool) {
 	if req.owner == "" || req.fence == 0 {
-		return req.fence, true
+		return req.fence, true, false
 	}
 	if t.yesLow == t.yesHigh {
-		return t.yesLow, t.yesLow >= 1
+		return t.yesLow, t.yesLow >= 1, false
 	}
-	return r.agreedFence(t.quorum())
+	fence, ok = r.agreedFence(t.quorum())
+	return fence, ok, true
 }
 
 // agreedFence returns the value of a yes that at least quorum nodes of the round
