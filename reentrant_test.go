@@ -610,3 +610,59 @@ func TestReentrantFencingSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReentrantKeepAlive: KeepAlive on one hold renews the owner's lease for every
+// hold: three TTLs later the other hold, never renewed itself, is still listed on the
+// nodes and another owner still cannot take the key. That hold's own Until has passed
+// (it is what the hold itself proved, see docs/reentrant.md), so its Extend reports
+// the loss, as for every lock past its Until, and its Release removes it and leaves
+// the lease to the hold kept alive.
+func TestReentrantKeepAlive(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	const ttl = time.Second
+	idle, err := c.client.Acquire(x, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := c.client.Acquire(x, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockCtx, stop := kept.KeepAlive(ctx)
+	defer stop()
+	end := time.Now().Add(3 * ttl)
+	for time.Now().Before(end) { // the point is time passing: three TTLs of it
+		if l, err := c.client.TryAcquire(redlock.WithOwner(ctx, "y"), "k", ttl); err == nil {
+			t.Fatalf("owner y took the key while x's lease is kept alive: %s", l.Token())
+		}
+		if lockCtx.Err() != nil {
+			t.Fatalf("KeepAlive gave up: %v", context.Cause(lockCtx))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	kept.WaitForCalls()
+	c.wantHolds("k", "x", each(3, idle, kept)...)
+	if !time.Now().After(idle.Until()) {
+		t.Fatalf("idle hold valid until %v: its Until moved without its own Extend", idle.Until())
+	}
+	if err := idle.Extend(ctx, ttl); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Extend of a hold past its Until: %v, want ErrLockLost", err)
+	}
+	if err := idle.Release(ctx); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Release of a hold past its Until: %v, want ErrLockLost", err)
+	}
+	idle.WaitForCalls()
+	c.wantHolds("k", "x", each(3, kept)...)
+	again, err := c.client.TryAcquire(x, "k", ttl) // the owner still holds the key
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, l := range []*redlock.Lock{again, kept} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
