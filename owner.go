@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed" // the Lua scripts are files in scripts/
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -199,8 +200,9 @@ func releaseStep(key, owner string, tokens ...any) stepRequest {
 func (q *queues) heldByOwner(key, owner string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	l := q.held[key]
-	return l != nil && l.owner == owner && now.Before(l.validUntil())
+	return slices.ContainsFunc(q.held[key], func(l *Lock) bool {
+		return l.owner == owner && now.Before(l.validUntil())
+	})
 }
 
 // beside is Acquire for a waiter whose owner holds the key in this Client: it retries

@@ -666,3 +666,60 @@ func TestReentrantKeepAlive(t *testing.T) {
 		}
 	}
 }
+
+// TestReentrantOwnerNeverQueuesBehindItsWaiters: with two holds of owner x in a Client
+// and a waiter of owner y queued there, releasing the later hold leaves the earlier
+// one recorded: x's next Acquire, whose first attempt fails (two nodes down), retries
+// beside the queue instead of joining it behind y's waiter, which waits for x's lock
+// (it would wait until x's lease ended).
+func TestReentrantOwnerNeverQueuesBehindItsWaiters(t *testing.T) {
+	c := &cluster{t: t}
+	for i := range 3 {
+		c.servers = append(c.servers, redistest.Start(t, redistest.Options{Persistent: true}))
+		c.admin = append(c.admin, c.servers[i].Client())
+	}
+	c.client = c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	h1, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := c.client.Acquire(x, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(redlock.WithOwner(ctx, "y"), c.client, "k", 30*time.Second)
+	eventually(t, "owner y's waiter", func() bool { return c.client.Waiting("k") == 1 })
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitForCalls()
+	c.servers[1].Kill()
+	c.servers[2].Kill()
+	soon, cancel := context.WithTimeout(x, 5*time.Second)
+	defer cancel()
+	again := acquireAsync(soon, c.client, "k", 30*time.Second)
+	// The first attempt fails within the node timeout (200 ms; nothing signals its end),
+	// then a later one succeeds once the nodes are back.
+	time.Sleep(600 * time.Millisecond)
+	if n := c.client.Waiting("k"); n != 1 {
+		t.Errorf("%d Acquires queued for k, want owner y's alone", n)
+	}
+	c.servers[1].Restart()
+	c.servers[2].Restart()
+	h3 := wantResult(t, "owner x's Acquire while y waits", again).lock
+	select {
+	case r := <-waiter:
+		t.Fatalf("owner y's waiter got the lock while x holds it: %v", r.err)
+	default:
+	}
+	for _, l := range []*redlock.Lock{h3, h1} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := wantResult(t, "owner y's waiter after x's last hold", waiter); r.lock != nil {
+		_ = r.lock.Release(ctx)
+	}
+}
