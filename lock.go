@@ -26,6 +26,7 @@ type Lock struct {
 	released   bool          // Release was called: no step or KeepAlive may start
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
+	watched    uint8         // Options.Observer: unwatched, watchedHeld or watchedOver
 }
 
 // Key returns the lock's key.
@@ -95,8 +96,13 @@ func (l *Lock) validUntil() time.Time {
 // counter is not above the lock's fencing token). Healing is best effort and does not
 // delay Extend's result. A lock that lost its majority is never brought back: Extend
 // never re-creates a key unless the same step proved the lock still held.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	c := l.c
+	var ob stepObs
+	if c.observing() {
+		ob.start, ob.ttl = c.opts.Clock.Now(), ttl
+		defer func() { l.observeStep(ctx, OpExtend, &ob, err) }()
+	}
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return err
 	}
@@ -113,12 +119,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
 		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
-	l.lastRound = r
+	l.lastRound, ob.r = r, r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	until := now.Add(v)
-
 	l.mu.Lock()
 	if ctxErr == nil && t.won() && v > 0 && !l.lost {
 		// The majority that said yes holds our key at least until the new end; the
@@ -179,8 +184,13 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // reports no later time from then on, a KeepAlive running is stopped (its context ends
 // before Release returns) and none can start. The lock cannot be used after Release,
 // whatever it returns.
-func (l *Lock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) (err error) {
 	c := l.c
+	var ob stepObs
+	if c.observing() {
+		ob.start = c.opts.Clock.Now()
+		defer func() { l.observeStep(ctx, OpRelease, &ob, err) }()
+	}
 	if err := l.markReleased(); err != nil {
 		return err
 	}
@@ -198,6 +208,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		if o, capped = c.queues.claim(l.key); o != nil {
 			handed, token := l.handoff(ctx, o)
 			if handed {
+				ob.r, ob.handoff = l.lastRound, true
 				return nil
 			}
 			if token != "" { // the failed handoff's token goes with ours
@@ -208,7 +219,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	start := c.opts.Clock.Now()
 	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
 		after: l.lastRound, mustLand: true})
-	l.lastRound = r
+	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
 		// behind this release on every node, so they do not meet our stale keys.

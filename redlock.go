@@ -52,6 +52,8 @@ type Client struct {
 
 	senders     sync.WaitGroup // the nodes' sender goroutines (sender.go)
 	sendersQuit chan struct{}  // closed by Close after the last node call: senders exit
+
+	watch watch // Options.Observer and Options.Logger (observe_emit.go, logging.go)
 }
 
 // New returns a Client over the given go-redis clients, one per independent Redis
@@ -148,6 +150,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		shut:    make(chan struct{}),
 	}
 	c.queues.c = c
+	c.watch.log = newLogState(o)
 	c.sendersQuit = make(chan struct{})
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {

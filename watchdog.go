@@ -101,9 +101,10 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 	c.keepers.Add(1)
 	go func() {
 		defer c.keepers.Done()
-		cause := l.renew(lockCtx, k)
+		cause := l.renew(c.markRenewals(lockCtx), k)
 		l.detach(k)
 		cancel(cause)
+		l.keepAliveEnded(ctx, cause)
 		close(k.done)
 	}()
 	return lockCtx, func() { k.halt(context.Canceled) }
