@@ -7,9 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,7 +44,6 @@ type logLimit struct {
 
 // The kinds of log line.
 const (
-	logNode     = "node" // a node failing or recovering (one slot per node for both)
 	logLost     = "lost"
 	logConfig   = "config"
 	logObserver = "observer"
@@ -108,7 +107,16 @@ func (s *logState) lockLost(key string, cause error) {
 		return
 	}
 	s.emit(slog.LevelWarn, logLost, "", "redlock: lock lost while kept alive",
-		s.keyAttr(key), slog.String("cause", cause.Error()))
+		s.keyAttr(key), slog.String("cause", s.hideKey(cause.Error(), key)))
+}
+
+// hideKey returns text, an error's message, with the quoted key (as the library's
+// errors quote it) replaced by its hash unless Options.LogKeys.
+func (s *logState) hideKey(text, key string) string {
+	if s.keys {
+		return text
+	}
+	return strings.ReplaceAll(text, strconv.Quote(key), "key_hash:"+s.keyAttr(key).Value.String())
 }
 
 // configProblems logs each problem CheckNodes found (its *NodeError values).
@@ -138,13 +146,22 @@ func (s *logState) observerPanic(p any, total uint64) {
 
 // nodeHealth follows one node's state for the log: failing from a call that failed
 // for a reason of the node's own (not a reply about the data), up again from the next
-// call it answers.
+// call it answers. A change is printed at once unless the node had a line in the last
+// logEvery; then it is printed with the first call after that, if the state still
+// differs from the last one printed, saying how many changes were left out.
 type nodeHealth struct {
-	s       *logState
-	name    string
-	failing atomic.Bool
-	failed  atomic.Int64 // calls failed since it went down
-	since   time.Time    // when it went down; guarded by the transition (failing's CAS)
+	s    *logState
+	name string
+
+	mu       sync.Mutex // the sender's goroutine is the only caller; this orders its successors
+	failing  bool       // the node's state
+	shown    bool       // the state the last line printed (false: up, as at the start)
+	printed  time.Time  // when the last line was printed
+	changes  int        // changes of state since then
+	failed   int64      // calls failed since it went down
+	since    time.Time  // when it went down
+	class    string     // the latest failure's class and error
+	lastFail error
 }
 
 // node returns the health record of the node named name, or nil without a logger.
@@ -162,22 +179,35 @@ func (h *nodeHealth) note(out outcome, err error) {
 		class = errorClass(err)
 	}
 	down := class != "" && class != ClassPermanent && class != ClassBusy
-	if down {
-		h.failed.Add(1)
-	}
-	if h.failing.Load() == down || !h.failing.CompareAndSwap(!down, down) {
-		return
-	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	now := h.s.clock.Now()
 	if down {
-		h.since = now
-		h.failed.Store(1)
-		h.s.emit(slog.LevelWarn, logNode, h.name, "redlock: node failing",
-			slog.String("class", class), slog.String("error", err.Error()))
+		if !h.failing {
+			h.since, h.failed = now, 0
+		}
+		h.failed++
+		h.class, h.lastFail = class, err
+	}
+	if down != h.failing {
+		h.failing = down
+		h.changes++
+	}
+	if h.failing == h.shown || (!h.printed.IsZero() && now.Sub(h.printed) < logEvery) {
 		return
 	}
-	h.s.emit(slog.LevelInfo, logNode, h.name, "redlock: node recovered",
-		slog.Int64("failed_calls", h.failed.Load()), slog.Duration("down_for", now.Sub(h.since)))
+	attrs := []slog.Attr{slog.String("node", h.name)}
+	if h.changes > 1 {
+		attrs = append(attrs, slog.Int("suppressed", h.changes-1))
+	}
+	h.shown, h.printed, h.changes = h.failing, now, 0
+	if h.failing {
+		attrs = append(attrs, slog.String("class", h.class), slog.String("error", h.lastFail.Error()))
+		h.s.l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: node failing", attrs...)
+		return
+	}
+	attrs = append(attrs, slog.Int64("failed_calls", h.failed), slog.Duration("down_for", now.Sub(h.since)))
+	h.s.l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node recovered", attrs...)
 }
 
 // errorClass returns the NodeReply.Class of a node's error.

@@ -62,9 +62,9 @@ func TestLogRateLimit(t *testing.T) {
 	for range 5 {
 		s.lockLost("k", errors.New("gone"))
 	}
-	s.emit(slog.LevelWarn, logNode, "node-a", "a")
-	s.emit(slog.LevelWarn, logNode, "node-b", "b")
-	s.emit(slog.LevelWarn, logNode, "node-a", "a again") // left out
+	s.emit(slog.LevelWarn, logConfig, "node-a", "a")
+	s.emit(slog.LevelWarn, logConfig, "node-b", "b")
+	s.emit(slog.LevelWarn, logConfig, "node-a", "a again") // left out
 	if got := len(rec.lines()); got != 3 {
 		t.Fatalf("%d lines within one second, want 3 (one lost-lock line, one per node): %+v", got, rec.lines())
 	}
@@ -159,5 +159,35 @@ func TestOutcomeOf(t *testing.T) {
 		if got := outcomeOf(tc.err); got != tc.want {
 			t.Errorf("outcomeOf(%v) = %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestNodeHealthLines: a node's change of state is printed at once, unless the node
+// had a line within logEvery; then with the first call after that, if the state still
+// differs from the last line, counting the changes left out. No call, no line.
+func TestNodeHealthLines(t *testing.T) {
+	rec := &logRecorder{}
+	clock := &steppingClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	h := newLogState(Options{Logger: slog.New(rec), Clock: clock}).node("n1")
+	msgs := func() (out []string) {
+		for _, l := range rec.lines() {
+			out = append(out, l.msg+" "+l.attrs["suppressed"])
+		}
+		return out
+	}
+	h.note(outYes, nil) // up, as assumed: nothing to say
+	h.note(outFailed, ErrNodeTimeout)
+	h.note(outFailed, ErrNodeTimeout) // still down: nothing new
+	h.note(outYes, nil)               // up within the second: held back
+	h.note(outFailed, errNodeBusy)    // not the node's fault: up still
+	if got := fmt.Sprint(msgs()); got != "[redlock: node failing ]" {
+		t.Fatalf("lines: %s", got)
+	}
+	h.note(outFailed, ErrNodeTimeout) // down again: the state printed holds
+	clock.now = clock.now.Add(logEvery)
+	h.note(outFailed, ErrNodeTimeout)
+	h.note(outYes, nil) // up: printed, having left out two changes
+	if got := fmt.Sprint(msgs()); got != "[redlock: node failing  redlock: node recovered 2]" {
+		t.Fatalf("lines: %s", got)
 	}
 }
