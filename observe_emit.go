@@ -28,9 +28,10 @@ func (c *Client) ObserverPanics() uint64 { return c.watch.panics.Load() }
 // observing reports whether the Client has an Observer.
 func (c *Client) observing() bool { return c.opts.Observer != nil }
 
-// roundObs is what gather saw of one round, kept only with an Observer.
+// roundObs is a round's record for the Observer; the replies gather saw are in
+// roundCall.seen. Its zero value (on false) means no Observer: nothing is recorded.
 type roundObs struct {
-	nodes   []nodeSeen
+	on      bool
 	handoff bool // the round is a handoff (handoff.lua)
 	refused int  // fencing refusals in the rounds of the attempt that ended with this one
 }
@@ -43,35 +44,35 @@ type nodeSeen struct {
 	err  error
 }
 
-// newRoundObs returns the record of a round of st to n nodes.
-func newRoundObs(n int, st step) *roundObs {
-	return &roundObs{nodes: make([]nodeSeen, n), handoff: st.script == stepHandoff.script}
+// newRoundObs returns the record of a round of st.
+func newRoundObs(st step) roundObs {
+	return roundObs{on: true, handoff: st.script == stepHandoff.script}
 }
 
 // saw records node i's reply.
-func (o *roundObs) saw(i int, at time.Time, out outcome, err error) {
-	o.nodes[i] = nodeSeen{seen: true, at: at, out: out, err: err}
+func (r *round) saw(i int, at time.Time, out outcome, err error) {
+	r.calls[i].seen = nodeSeen{seen: true, at: at, out: out, err: err}
 }
 
 // timedOut records the nodes that had not answered when the node timeout fired.
-func (o *roundObs) timedOut(answered []bool, at time.Time) {
+func (r *round) timedOut(answered []bool, at time.Time) {
 	for i, ok := range answered {
 		if !ok {
-			o.saw(i, at, outFailed, ErrNodeTimeout)
+			r.saw(i, at, outFailed, ErrNodeTimeout)
 		}
 	}
 }
 
 // noteRefused records on round r the fencing refusals of the attempt it ended.
 func noteRefused(r *round, refused int) {
-	if r != nil && r.obs != nil {
+	if r != nil {
 		r.obs.refused = refused
 	}
 }
 
 // fenceRefusals returns the fencing refusals of the attempt that failed with e.
 func (e *QuorumError) fenceRefusals() int {
-	if e.round != nil && e.round.obs != nil {
+	if e.round != nil {
 		return e.round.obs.refused
 	}
 	return 0
@@ -79,11 +80,12 @@ func (e *QuorumError) fenceRefusals() int {
 
 // nodeReplies returns the replies of round r as the Observer sees them.
 func (c *Client) nodeReplies(r *round, start time.Time) []NodeReply {
-	if r == nil || r.obs == nil {
+	if r == nil || !r.obs.on {
 		return nil
 	}
-	out := make([]NodeReply, len(r.obs.nodes))
-	for i, s := range r.obs.nodes {
+	out := make([]NodeReply, len(r.calls))
+	for i := range r.calls {
+		s := r.calls[i].seen
 		out[i].Node = c.nodes[i].name
 		if !s.seen {
 			continue
@@ -166,7 +168,7 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 	case lock != nil:
 		r := lock.lastRound
 		e.Nodes, e.Fence = c.nodeReplies(r, a.start), lock.Fence()
-		if r != nil && r.obs != nil {
+		if r != nil {
 			e.Handoff = r.obs.handoff
 			e.FenceRefusals += r.obs.refused
 		}

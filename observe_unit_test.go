@@ -117,20 +117,20 @@ func TestErrorClass(t *testing.T) {
 }
 
 // TestNodeRepliesFromRound: what gather saw becomes one NodeReply per node, in node
-// order, with a refused fencing token as ResultNo of class fence-refused and a node
-// not heard from as ResultPending.
+// order, with a refused fencing token as ResultNo of class fence-refused and the
+// nodes silent at the node timeout as failed with class timeout.
 func TestNodeRepliesFromRound(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}}
-	r := &round{obs: newRoundObs(4, stepFencedAcquire)}
-	r.obs.saw(0, start.Add(time.Millisecond), outYes, nil)
-	r.obs.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
-	r.obs.saw(3, start.Add(3*time.Millisecond), outFailed, ErrNodeTimeout)
+	r := &round{calls: make([]roundCall, 4), obs: newRoundObs(stepFencedAcquire)}
+	r.saw(0, start.Add(time.Millisecond), outYes, nil)
+	r.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
+	r.timedOut([]bool{true, true, false, false}, start.Add(3*time.Millisecond))
 	got := c.nodeReplies(r, start)
 	want := []NodeReply{
 		{Node: "a", At: time.Millisecond, Result: ResultYes},
 		{Node: "b", At: 2 * time.Millisecond, Result: ResultNo, Class: ClassFenceRefused},
-		{Node: "c"},
+		{Node: "c", At: 3 * time.Millisecond, Result: ResultFailed, Class: ClassTimeout, Err: ErrNodeTimeout},
 		{Node: "d", At: 3 * time.Millisecond, Result: ResultFailed, Class: ClassTimeout, Err: ErrNodeTimeout},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

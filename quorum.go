@@ -71,7 +71,7 @@ type round struct {
 	// follows).
 	abandoned atomic.Bool
 
-	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go)
+	obs roundObs // with Options.Observer: what gather saw (observe_emit.go)
 }
 
 // roundCall is the state of a round's call to one node.
@@ -80,6 +80,8 @@ type roundCall struct {
 	// out is what the node answered. It is written before the reply is sent and before
 	// done is closed: read it only for a node whose reply gather received, or after done.
 	out outcome
+
+	seen nodeSeen // with Options.Observer: the reply as gather received it (gather's goroutine only)
 
 	// Guarded by the node's sender mutex:
 	delivered bool      // the call has returned
@@ -160,7 +162,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	if c.observing() {
-		r.obs = newRoundObs(n, st)
+		r.obs = newRoundObs(st)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
@@ -232,12 +234,12 @@ wait:
 				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
 			}
 			causes[rep.node] = rep.err
-			if r.obs != nil {
-				r.obs.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
+			if r.obs.on {
+				r.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
 			}
 		case <-timeout:
-			if r.obs != nil {
-				r.obs.timedOut(answered, c.opts.Clock.Now())
+			if r.obs.on {
+				r.timedOut(answered, c.opts.Clock.Now())
 			}
 			for i, ok := range answered {
 				if !ok {
