@@ -23,6 +23,13 @@ check:
 	GOWORK=off go vet ./...
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
+# The release path of docs/design.md ("Modules"): the library, redlocktest and the CLI
+# packed from the working tree into a module proxy on disk at one version, then
+# `go install .../cmd/redlock@VERSION` from it outside any workspace (tools/install-check.py).
+.PHONY: install-check
+install-check:
+	python3 tools/install-check.py
+
 # Benchmarks against go-redsync/redsync and bsm/redislock, in the separate module bench/
 # (see docs/performance.md): real redis-server nodes started by the benchmarks, the
 # libraries alternating workload by workload, BENCHRUNS whole runs one after another

@@ -43,6 +43,8 @@ var passwordPlaces = []struct {
 	{"redis://:%s@127.0.0.1:6379/0%s", nil, false},
 	{"rediss://%s@127.0.0.1:6379%s", func(p string) string { return url.UserPassword("user", p).String() }, false},
 	{"unix://user:%s@/tmp/redis.sock%s", nil, false},
+	{"redis+cluster://user:%s@127.0.0.1:7000?addr=127.0.0.1:7001%s", nil, false},
+	{"rediss+cluster://%s@127.0.0.1:7000%s", func(p string) string { return url.UserPassword("user", p).String() }, false},
 	{"unix://%s@/tmp/redis.sock%s", func(p string) string { return url.UserPassword("u", p).String() }, false},
 	{"redis://127.0.0.1:6379/0?password=%s%s", nil, false},
 	{"redis://127.0.0.1:6379/0?db=1&password=%s%s", url.QueryEscape, false},
@@ -89,7 +91,7 @@ func otherPassword(p string) string {
 }
 
 // outcomeOfURLs is what NewFromURLs said about urls: its error text, or the nodes'
-// names and passwords.
+// names (each with the addresses its client dials) and passwords.
 func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 	c, err := NewFromURLs(urls, Options{})
 	if err != nil {
@@ -100,14 +102,23 @@ func outcomeOfURLs(urls []string) (errText string, names, passwords []string) {
 	}
 	defer c.Close()
 	for _, n := range c.nodes {
-		names = append(names, n.name)
-		passwords = append(passwords, n.rdb.(*redis.Client).Options().Password)
+		switch rdb := n.rdb.(type) {
+		case *redis.Client:
+			names = append(names, n.name+" "+rdb.Options().Addr)
+			passwords = append(passwords, rdb.Options().Password)
+		case *redis.ClusterClient:
+			names = append(names, n.name+" "+strings.Join(rdb.Options().Addrs, ","))
+			passwords = append(passwords, rdb.Options().Password)
+		default:
+			panic(fmt.Sprintf("NewFromURLs made a %T", n.rdb))
+		}
 	}
 	return "", names, passwords
 }
 
 // FuzzNewFromURLs: no input makes NewFromURLs panic (raw holds one URL per line), and
-// no error or node name depends on the characters of a password of 4 or more bytes,
+// no error, node name or address dialled depends on the characters of a password of 4
+// or more bytes,
 // wherever it sits: the URL with the password and the URL with otherPassword of it give
 // the same error text and names. A password written correctly escaped in the user info
 // reaches go-redis whole (go-redis takes none from the query).
@@ -121,6 +132,7 @@ func FuzzNewFromURLs(f *testing.F) {
 	f.Add("u:secret@h:1", "%4G%zz%", uint8(7), "")
 	f.Add("redis://:secret", "secret", uint8(8), "/0")
 	f.Add("redis://secret@h:1", "s3cr:t@x", uint8(10), "/0")
+	f.Add("redis+cluster://u:1234#abc@h:1", "1234#abc", uint8(4), "") // a '#' ended the host
 	f.Fuzz(func(t *testing.T, raw, password string, place uint8, tail string) {
 		outcomeOfURLs(strings.Split(raw, "\n")) // must not panic
 
@@ -147,7 +159,7 @@ func FuzzNewFromURLs(f *testing.F) {
 			t.Fatalf("the error depends on the password:\n%s\n  %s\n%s\n  %s", u1, err1, u2, err2)
 		}
 		if strings.Join(names1, " ") != strings.Join(names2, " ") {
-			t.Fatalf("the node name depends on the password:\n%s\n  %q\n%s\n  %q", u1, names1, u2, names2)
+			t.Fatalf("the node name or address depends on the password:\n%s\n  %q\n%s\n  %q", u1, names1, u2, names2)
 		}
 		asUser := strings.HasPrefix(pl.format, "redis://%s@")
 		inUserInfo := pl.escape != nil && !strings.Contains(pl.format, "?") && !asUser

@@ -249,7 +249,7 @@ func TestURLClientsPausedNodes(t *testing.T) {
 	c.wantValues("url-paused", "", "")
 }
 
-// TestUntilAfterReleaseAndLoss: a Lock that was released, handed over or proven lost
+// TestUntilAfterReleaseAndLoss: a Lock that was released, handed off or proven lost
 // reports no validity after that moment, since callers check Until before side effects.
 func TestUntilAfterReleaseAndLoss(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"sync"
 
@@ -82,8 +81,10 @@ func New(nodes []redis.UniversalClient, opts Options) (*Client, error) {
 // NewFromURLs returns a Client over one go-redis client per URL, each of the form
 // redis://[user:password@]host:port[/db] or rediss://... for TLS (the options
 // redis.ParseURL accepts; write '@', ':', '/', '?', '#' and '%' in a password
-// percent-encoded). Errors and node names show URLs with the password redacted, and
-// no error quotes any part of it.
+// percent-encoded), unix:///path, or redis+cluster://host:port[?addr=host:port] (and
+// rediss+cluster://) for a Redis Cluster that is one member (ParseNodeURL parses each).
+// Errors and node names show URLs with the password redacted, and no error quotes any
+// part of it.
 // The clients do not retry failed commands (the next attempt is the retry; add
 // max_retries=N to a URL to override). Their dial, read and write timeouts are
 // 10 × Options.NodeTimeout each (500 ms with the default), so that a stalled node holds
@@ -103,28 +104,13 @@ func NewFromURLs(urls []string, opts Options) (*Client, error) {
 		}
 	}
 	for i, raw := range urls {
-		name := redactURL(raw)
-		ropts, err := parseNodeURL(raw)
+		n, err := ParseNodeURL(raw, o)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("redlock: node URL %d (%s): %w", i+1, name, err)
+			return nil, fmt.Errorf("redlock: node URL %d (%s): %w", i+1, redactURL(raw), err)
 		}
-		u, _ := url.Parse(raw) // parsed above
-		// ContextTimeoutEnabled stays off on purpose: a call abandoned at a context
-		// deadline may still execute later (its bytes wait in a stalled server's
-		// socket), so its done channel would no longer mean "no longer in flight", and
-		// a release could overtake its SET. go-redis's ReadTimeout ends such calls.
-		if !u.Query().Has("max_retries") {
-			// go-redis would retry READONLY, LOADING and network errors with back-off,
-			// which inside a node timeout only hides the cause; the quorum is the retry.
-			ropts.MaxRetries = -1
-		}
-		// go-redis dials a refused connection 5 times, 100 ms apart, by default: longer
-		// than a node timeout, and a release to that node would wait behind it.
-		ropts.DialerRetries = 1
-		setConnTimeouts(ropts, u.Query(), o.NodeTimeout)
-		rdbs = append(rdbs, redis.NewClient(ropts))
-		names = append(names, name)
+		rdbs = append(rdbs, n.Client())
+		names = append(names, n.Name)
 	}
 	c, err := newClient(rdbs, names, opts)
 	if err != nil {

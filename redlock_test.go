@@ -21,6 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{}) // dial failures to killed nodes are expected here
+	redistest.SkipExamplesWithoutServer()
 	goleak.VerifyTestMain(m)
 }
 

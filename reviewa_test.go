@@ -54,7 +54,7 @@ func TestReviewAHandoffAfterShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.lock != nil {
-		t.Errorf("the waiter got a lock handed over after Shutdown began (token %s); its Release: %v",
+		t.Errorf("the waiter got a lock handed off after Shutdown began (token %s); its Release: %v",
 			r.lock.Token(), r.lock.Release(ctx))
 	} else if !errors.Is(r.err, redlock.ErrClosed) {
 		t.Errorf("the waiter: got %v, want ErrClosed", r.err)

@@ -201,13 +201,8 @@ func parseNodeURL(raw string) (*redis.Options, error) {
 // dial u:12 without a password) and no '@' after the host (a password's '/' or '?'
 // would end the host there, and the rest of it would be read as the path or query).
 func parseURL(raw string) (*redis.Options, error) {
-	if strings.Contains(raw, "#") {
-		return nil, errors.New("a '#' has no place in a node URL: write it as %23 in a password")
-	}
-	if _, rest, ok := strings.Cut(raw, "://"); ok {
-		if end := strings.IndexAny(rest, "/?"); end >= 0 && strings.Contains(rest[end:], "@") {
-			return nil, errors.New("an '@' after the host: write @, / and ? in a password as %40, %2F and %3F")
-		}
+	if err := passwordBoundaries(raw); err != nil {
+		return nil, err
 	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
@@ -223,6 +218,20 @@ func parseURL(raw string) (*redis.Options, error) {
 		}
 	}
 	return opts, nil
+}
+
+// passwordBoundaries refuses what would make a password's boundaries uncertain (see
+// parseURL), in a node URL of any scheme, cluster URLs included.
+func passwordBoundaries(raw string) error {
+	if strings.Contains(raw, "#") {
+		return errors.New("a '#' has no place in a node URL: write it as %23 in a password")
+	}
+	if _, rest, ok := strings.Cut(raw, "://"); ok {
+		if end := strings.IndexAny(rest, "/?"); end >= 0 && strings.Contains(rest[end:], "@") {
+			return errors.New("an '@' after the host: write @, / and ? in a password as %40, %2F and %3F")
+		}
+	}
+	return nil
 }
 
 // checkPort rejects a host:port whose port no server can listen on. go-redis takes any

@@ -39,7 +39,7 @@ func TestNewFromURLsRedactsPasswords(t *testing.T) {
 		{"redis://h:1/?db=0&Auth_Token=QpQq&x=1", []string{"QpQq"}, "unexpected option: Auth_Token"},
 		{"redis://h:1/?password=Qp&Qq=1#Qr", []string{"Qp", "Qq", "Qr"}, "unexpected option: password"},
 		{"redis://h:1/?password=Qp&Qq=1", []string{"Qp", "Qq"}, "unexpected option: password"},
-		{"http://u:QpQq@h:1", []string{"QpQq"}, "invalid URL scheme: http"},
+		{"http://u:QpQq@h:1", []string{"QpQq"}, "scheme must be redis://, rediss://, unix://"},
 		{"u:QpQq@h:1", []string{"QpQq"}, "node URL 1 (u:xxxxx@h:1)"},
 		{"unix://u:Qp%zzQq@/tmp/redis.sock", []string{"%zz", "Qp", "Qq"}, "the password does not parse"},
 		{"unix://u:QpQq@", []string{"QpQq"}, "empty unix socket path"},

@@ -151,7 +151,7 @@ func BenchmarkHotKey(b *testing.B) {
 // reportHot reports the metrics of a hot-key run.
 func reportHot(b *testing.B, st benchload.HotStats) {
 	secs := st.Elapsed.Seconds()
-	b.ReportMetric(float64(st.Handovers)/secs, "handovers/s")
+	b.ReportMetric(float64(st.Handoffs)/secs, "handoffs/s")
 	b.ReportMetric(float64(st.Acquisitions)/secs, "acq/s")
 	if st.Acquisitions > 1 {
 		b.ReportMetric(st.SelfPercent(), "self-%")

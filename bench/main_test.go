@@ -32,7 +32,7 @@ var (
 // units tells benchstat which direction is better for the custom metrics.
 var units = []string{
 	"Unit cycles/s better=higher",
-	"Unit handovers/s better=higher",
+	"Unit handoffs/s better=higher",
 	"Unit acq/s better=higher",
 	"Unit acq-p50-ms better=lower",
 	"Unit acq-p99-ms better=lower",

@@ -83,11 +83,11 @@ func checkHotKey(t *testing.T, l lib, n int) {
 		t.Fatalf("%d acquisitions in %v, want %d (gave up %d times; first error: %v)", st.Acquisitions, st.Elapsed, want, st.GaveUp, st.FirstErr)
 	}
 	// Only the very first acquisition has no previous holder.
-	if st.Handovers+st.Self != st.Acquisitions-1 {
-		t.Errorf("handoffs %d + self %d != acquisitions %d − 1", st.Handovers, st.Self, st.Acquisitions)
+	if st.Handoffs+st.Self != st.Acquisitions-1 {
+		t.Errorf("handoffs %d + self %d != acquisitions %d − 1", st.Handoffs, st.Self, st.Acquisitions)
 	}
-	if len(st.Waits) != st.Handovers {
-		t.Errorf("%d waits recorded for %d handoffs", len(st.Waits), st.Handovers)
+	if len(st.Waits) != st.Handoffs {
+		t.Errorf("%d waits recorded for %d handoffs", len(st.Waits), st.Handoffs)
 	}
 	if !slices.IsSorted(st.Waits) {
 		t.Error("waits not sorted")
@@ -98,7 +98,7 @@ func checkHotKey(t *testing.T, l lib, n int) {
 	if !l.single && l.name != "redsync" && st.GaveUp != 0 {
 		t.Errorf("%s gave up %d times (first error: %v)", l.name, st.GaveUp, st.FirstErr)
 	}
-	t.Logf("%d acquisitions in %v: %d handoffs, %d self, wait p99 %v", st.Acquisitions, st.Elapsed.Round(time.Millisecond), st.Handovers, st.Self, benchload.Percentile(st.Waits, 0.99))
+	t.Logf("%d acquisitions in %v: %d handoffs, %d self, wait p99 %v", st.Acquisitions, st.Elapsed.Round(time.Millisecond), st.Handoffs, st.Self, benchload.Percentile(st.Waits, 0.99))
 }
 
 // TestSharedNodes: nodes started for one test outlive it and serve the next one, which

@@ -13,7 +13,10 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redistest.SkipExamplesWithoutServer()
+	goleak.VerifyTestMain(m)
+}
 
 func TestGuard(t *testing.T) {
 	var g fenced.Guard

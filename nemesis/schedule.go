@@ -21,9 +21,9 @@ type Family string
 const (
 	// Mixed: all faults, all sessions, all clients' settings.
 	Mixed Family = "mixed"
-	// HandOff: duplicated commands, several workers of one Client on one key
+	// Handoff: duplicated commands, several workers of one Client on one key
 	// (handoffs), holders that extend past their handoff TTL.
-	HandOff Family = "handoff"
+	Handoff Family = "handoff"
 	// Drift: every node's clock runs fast, inside the drift allowance; holders keep
 	// the lock to its validity end; contenders retry fast.
 	Drift Family = "drift"
@@ -36,7 +36,7 @@ const (
 )
 
 // Families lists every family; a soak cycles through them.
-var Families = []Family{Mixed, HandOff, Drift, Cleanup, LateExtend}
+var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend}
 
 // ParseFamily returns the family named s.
 func ParseFamily(s string) (Family, error) {
@@ -72,10 +72,10 @@ type ClientSpec struct {
 	RetryMax    time.Duration // Options.RetryDelay is ExponentialJitter(RetryMax/25, RetryMax)
 	Duplicate   float64       // share of commands delivered twice (0: none)
 	DupDelay    time.Duration // bound of a copy's delay
-	// DupHandOffs narrows the copies to the handoff step (a script call with one
+	// DupHandoffs narrows the copies to the handoff step (a script call with one
 	// key and three arguments: two tokens and a TTL), so that late copies of
 	// attempts do not block the key for everyone.
-	DupHandOffs bool
+	DupHandoffs bool
 	Sessions    []SessionKind // the kinds its workers draw from, with repeats as weights
 }
 
@@ -234,7 +234,7 @@ func Generate(seed uint64, f Family) *Schedule {
 	}
 
 	switch f {
-	case HandOff:
+	case Handoff:
 		// One Client per process with three workers on one key: handoffs; a handoff
 		// call may come again, up to the handoff TTL later; holders extend to three
 		// times the TTL and keep the lock nearly to its end.
@@ -245,7 +245,7 @@ func Generate(seed uint64, f Family) *Schedule {
 			s.Procs[p][0].Workers = 3
 			s.Procs[p][0].Duplicate = 0.5 + 0.4*r.Float64()
 			s.Procs[p][0].DupDelay = s.TTL
-			s.Procs[p][0].DupHandOffs = true
+			s.Procs[p][0].DupHandoffs = true
 			s.Procs[p][0].Sessions = pick(SessExtend)
 		}
 	case Drift:
@@ -324,7 +324,7 @@ func faults(r *rand.Rand, s *Schedule) []Fault {
 			c += len(p)
 		}
 		return out
-	case HandOff:
+	case Handoff:
 		// A minority cut off from one Client now and then leaves that Client's locks
 		// on a bare majority, where one shortened key lets the other Client in.
 		for c := range clients {

@@ -101,7 +101,7 @@ func runWorker(specJSON string) error {
 					Fraction: cs.Duplicate, MaxDelay: cs.DupDelay,
 					Seed: spec.Seed*1000 + uint64(global)*10 + uint64(n),
 				}
-				if cs.DupHandOffs {
+				if cs.DupHandoffs {
 					dopts.Match = isHandoff
 				}
 				d := redlocktest.NewDuplicator(rdb.Options(), dopts)
@@ -295,13 +295,13 @@ func (w *worker) session(ctx context.Context) {
 		sleep(ctx, time.Until(lock.Until()))
 	case SessExtend:
 		times := 1 + w.r.IntN(3)
-		if w.s.Family == HandOff {
+		if w.s.Family == Handoff {
 			times = 1
 		}
 		for range times {
 			sleep(ctx, w.between(0, ttl/3))
 			to := w.between(ttl, w.s.MaxTTL).Round(time.Millisecond)
-			if w.s.Family == HandOff {
+			if w.s.Family == Handoff {
 				to = w.s.MaxTTL
 			}
 			if !w.extend(ctx, base, lock, to) {
@@ -309,7 +309,7 @@ func (w *worker) session(ctx context.Context) {
 			}
 		}
 		hold := w.between(0, time.Until(lock.Until())*3/4)
-		if w.s.Family == HandOff { // to near the end of the extended validity
+		if w.s.Family == Handoff { // to near the end of the extended validity
 			hold = time.Until(lock.Until()) - w.between(0, ttl/4)
 		}
 		w.work(ctx, base, lock, hold)

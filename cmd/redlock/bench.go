@@ -89,7 +89,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 		pids[i] = strconv.Itoa(n.PID())
 	}
 	exit := exitError
-	specs, err = parseNodes(urls, tlsFiles{})
+	specs, err = parseNodes(urls, tlsFiles{}, redlock.DefaultNodeTimeout)
 	if err == nil {
 		exit = cfg.report(ctx, e, specs, fmt.Sprintf("%s (pids %s)", plural(int64(len(nodes)), "local redis-server node"), strings.Join(pids, " ")))
 	}
@@ -168,7 +168,7 @@ func (cfg *benchConfig) check(fs *flagSet, pos []string, e *env) ([]nodeSpec, er
 	if err != nil {
 		return nil, err
 	}
-	return parseNodes(urls, cfg.conn.tls)
+	return parseNodes(urls, cfg.conn.tls, cfg.conn.nodeTimeout)
 }
 
 // benchRow is one workload's line of the summary. Fields that a workload does not
@@ -177,7 +177,7 @@ type benchRow struct {
 	name                     string
 	rate                     float64 // cycles (acquisitions) per second
 	acqP50, acqP99           time.Duration
-	handovers                float64 // per second
+	handoffs                 float64 // per second
 	waitP50, waitP99, waitMx time.Duration
 	selfPct                  float64
 	violations               int
@@ -209,7 +209,7 @@ func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]be
 			return benchRow{
 				rate:   float64(st.Cycles) / st.Elapsed.Seconds(),
 				acqP50: benchload.Percentile(st.Acquire, 0.5), acqP99: benchload.Percentile(st.Acquire, 0.99),
-				handovers: -1, waitP50: -1, waitP99: -1, waitMx: -1, selfPct: -1, violations: -1,
+				handoffs: -1, waitP50: -1, waitP99: -1, waitMx: -1, selfPct: -1, violations: -1,
 				errors: st.Errors(), firstErr: st.FirstErr,
 			}
 		}
@@ -222,8 +222,8 @@ func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]be
 		return benchRow{
 			rate:   float64(st.Acquisitions) / secs,
 			acqP50: benchload.Percentile(st.Acquire, 0.5), acqP99: benchload.Percentile(st.Acquire, 0.99),
-			handovers: float64(st.Handovers) / secs,
-			waitP50:   benchload.Percentile(st.Waits, 0.5), waitP99: benchload.Percentile(st.Waits, 0.99), waitMx: benchload.Percentile(st.Waits, 1),
+			handoffs: float64(st.Handoffs) / secs,
+			waitP50:  benchload.Percentile(st.Waits, 0.5), waitP99: benchload.Percentile(st.Waits, 0.99), waitMx: benchload.Percentile(st.Waits, 1),
 			selfPct: st.SelfPercent(), violations: st.Violations,
 			errors: st.GaveUp + st.ReleaseErrs, firstErr: st.FirstErr,
 		}
@@ -269,7 +269,7 @@ func randomTag() string {
 // benchTable formats the rows as an aligned table; "-" marks what a workload does not
 // measure.
 func benchTable(rows []benchRow) string {
-	head := []string{"workload", "cycles/s", "acquire p50", "acquire p99", "hand-overs/s", "wait p50", "wait p99", "wait max", "self %", "violations", "errors"}
+	head := []string{"workload", "cycles/s", "acquire p50", "acquire p99", "handoffs/s", "wait p50", "wait p99", "wait max", "self %", "violations", "errors"}
 	cells := [][]string{head}
 	num := func(v float64, format string) string {
 		switch {
@@ -287,7 +287,7 @@ func benchTable(rows []benchRow) string {
 		return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
 	}
 	for _, r := range rows {
-		cells = append(cells, []string{r.name, thousands(r.rate), dur(r.acqP50), dur(r.acqP99), num(r.handovers, ""),
+		cells = append(cells, []string{r.name, thousands(r.rate), dur(r.acqP50), dur(r.acqP99), num(r.handoffs, ""),
 			dur(r.waitP50), dur(r.waitP99), dur(r.waitMx), num(r.selfPct, "%.1f"), num(float64(r.violations), "%.0f"), strconv.Itoa(r.errors)})
 	}
 	widths := make([]int, len(head))

@@ -24,7 +24,7 @@ var benchRowRE = regexp.MustCompile(`(?m)^(uncontended G=1|uncontended G=8|hot k
 // hot key's cells.
 func checkBenchTable(t *testing.T, out string) []string {
 	t.Helper()
-	if !regexp.MustCompile(`(?m)^workload +cycles/s +acquire p50 +acquire p99 +hand-overs/s +wait p50 +wait p99 +wait max +self % +violations +errors$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^workload +cycles/s +acquire p50 +acquire p99 +handoffs/s +wait p50 +wait p99 +wait max +self % +violations +errors$`).MatchString(out) {
 		t.Errorf("no table header:\n%s", out)
 	}
 	rows := benchRowRE.FindAllStringSubmatch(out, -1)
@@ -46,7 +46,7 @@ func checkBenchTable(t *testing.T, out string) []string {
 		if strings.HasPrefix(r[1], "hot key") {
 			hot = cells
 		} else if cells[3] != "-" || cells[8] != "-" {
-			t.Errorf("%s: hand-overs %s and violations %s, want - (not measured)", r[1], cells[3], cells[8])
+			t.Errorf("%s: handoffs %s and violations %s, want - (not measured)", r[1], cells[3], cells[8])
 		}
 	}
 	if hot[8] != "0" {
@@ -67,7 +67,7 @@ func TestBenchLocal(t *testing.T) {
 	}
 	hot := checkBenchTable(t, r.stdout)
 	if h, _ := strconv.Atoi(strings.ReplaceAll(hot[3], ",", "")); h <= 0 {
-		t.Errorf("hot key: %s hand-overs/s, want some (8 workers take turns)", hot[3])
+		t.Errorf("hot key: %s handoffs/s, want some (8 workers take turns)", hot[3])
 	}
 	for _, want := range []string{"ok   [1/3] uncontended G=1:", "ok   [3/3] hot key G=8:"} {
 		if !strings.Contains(r.stderr, want) {

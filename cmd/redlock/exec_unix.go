@@ -133,7 +133,7 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 	if max := maxGrace(cfg.ttl); cfg.grace > max {
 		return cfg, usagef("--grace %v is too long for --ttl %v: at most %v, so that SIGKILL lands before the lock's validity ends (raise --ttl)", cfg.grace, cfg.ttl, max)
 	}
-	if cfg.specs, err = parseNodes(urls, cf.tls); err != nil {
+	if cfg.specs, err = parseNodes(urls, cf.tls, cf.nodeTimeout); err != nil {
 		return cfg, err
 	}
 	path, err := exec.LookPath(pos[0])

@@ -3,15 +3,13 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
@@ -49,78 +47,30 @@ func (t tlsFiles) given() bool {
 	return t.ca != "" || t.cert != "" || t.key != "" || t.serverName != ""
 }
 
-// parseNodes parses node URLs (redis:// or rediss://, with an optional ACL user and
-// password, database number and go-redis query options; redis+cluster:// or
-// rediss+cluster:// for a Redis Cluster as one member, more seed nodes in ?addr=) and
+// parseNodes parses node URLs as the library does (redlock.ParseNodeURL: redis://,
+// rediss:// or unix://, with an optional ACL user and password, database number and
+// go-redis query options; redis+cluster:// or rediss+cluster:// for a Redis Cluster as
+// one member, more seed nodes in ?addr=; no command retries, one dial, and timeouts of
+// 10 × nodeTimeout unless the URL says otherwise), refuses a server named twice, and
 // applies the TLS files to the rediss ones. Errors name a node by its position and
 // redacted URL, never its password.
-func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
+func parseNodes(urls []string, tf tlsFiles, nodeTimeout time.Duration) ([]nodeSpec, error) {
 	specs := make([]nodeSpec, 0, len(urls))
 	seen := make(map[string]int, len(urls))
 	anyTLS := false
 	for i, raw := range urls {
-		// Parsers quote what they could not parse, parts of a password included: every
-		// message below shows the redacted URL, and a cause found by parsing that.
-		name := redlock.RedactURL(raw)
-		u, err := url.Parse(raw)
+		n, err := redlock.ParseNodeURL(raw, redlock.Options{NodeTimeout: nodeTimeout})
 		if err != nil {
-			return nil, usagef("node %d (%s): not a URL: %v", i+1, name, safeCause(name, func(s string) error {
-				_, err := url.Parse(s)
-				return err
-			}))
+			return nil, usagef("node %d (%s): %v", i+1, redlock.RedactURL(raw), err)
 		}
-		scheme, cluster := strings.CutSuffix(u.Scheme, "+cluster")
-		if scheme != "redis" && scheme != "rediss" {
-			return nil, usagef("node %d (%s): scheme must be redis://, rediss://, redis+cluster:// or rediss+cluster://", i+1, name)
-		}
-		if u.Host == "" {
-			return nil, usagef("node %d (%s): no host", i+1, name)
-		}
-		spec := nodeSpec{name: name}
-		var addrs []string
-		// As NewFromURLs does, unless the URL says otherwise: no command retries (the
-		// next attempt is the retry, and go-redis's own retries would only turn a node's
-		// error into a timeout), and one dial (go-redis dials a refused connection 5
-		// times, 100 ms apart: a dead node would hold each step to the node timeout).
-		ownRetries := u.Query().Has("max_retries")
-		if cluster {
-			if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
-				return nil, usagef("node %d (%s): a Redis Cluster has only database 0", i+1, name)
+		spec := nodeSpec{name: n.Name, opts: n.Server, cluster: n.Cluster}
+		for _, addr := range n.Addrs() {
+			server := addr // a unix socket's path: case matters
+			if n.Server == nil || n.Server.Network != "unix" {
+				server = strings.ToLower(addr) // a host name: case does not
 			}
-			parse := func(s string) error {
-				_, err := redis.ParseClusterURL(scheme + s[len(u.Scheme):])
-				return err
-			}
-			opts, err := redis.ParseClusterURL(scheme + raw[len(u.Scheme):])
-			if err != nil {
-				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, parse))
-			}
-			if !ownRetries {
-				opts.MaxRetries = -1
-			}
-			opts.DialerRetries = 1
-			spec.cluster, addrs = opts, opts.Addrs
-		} else {
-			opts, err := redis.ParseURL(raw)
-			if err != nil {
-				return nil, usagef("node %d (%s): %v", i+1, name, safeCause(name, func(s string) error {
-					_, err := redis.ParseURL(s)
-					return err
-				}))
-			}
-			if !ownRetries {
-				opts.MaxRetries = -1
-			}
-			opts.DialerRetries = 1
-			spec.opts, addrs = opts, []string{opts.Addr}
-		}
-		for _, addr := range addrs {
-			if err := checkPort(addr); err != nil {
-				return nil, usagef("node %d (%s): %v", i+1, name, err)
-			}
-			server := strings.ToLower(addr)
 			if j, dup := seen[server]; dup && j != i {
-				return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, name, j+1)
+				return nil, usagef("node %d (%s) is the same server as node %d: one server must not vote twice", i+1, n.Name, j+1)
 			}
 			seen[server] = i
 		}
@@ -150,19 +100,6 @@ func parseNodes(urls []string, tf tlsFiles) ([]nodeSpec, error) {
 		*own = cfg
 	}
 	return specs, nil
-}
-
-// checkPort rejects a host:port whose port no server can listen on: without it, a
-// typo such as port 99999 would be dialled, fail, and look like a node that is down.
-func checkPort(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %s outside 1..65535", port)
-	}
-	return nil
 }
 
 // config loads the TLS files into a base configuration.
@@ -285,21 +222,6 @@ func (rw redactWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-// safeCause returns why a node URL does not parse without quoting its password: parse's
-// error for the redacted URL (without the url.Error wrapper, which repeats the whole
-// URL), or, when the redacted URL parses, that the password is at fault.
-func safeCause(redacted string, parse func(string) error) error {
-	err := parse(redacted)
-	if err == nil {
-		return errors.New("the password does not parse as part of a URL: percent-encode its special characters")
-	}
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		return uerr.Err
-	}
-	return err
 }
 
 // describeNodes returns "N nodes (a, b, c)" with redacted names.

@@ -75,7 +75,7 @@ func statusSetup(e *env, cf *connFlags, timeout time.Duration, pos []string) ([]
 	case timeout < minNodeTimeout:
 		return nil, "", usagef("--timeout %v is below %v: no node answers that fast, so every node would read as unreachable", timeout, minNodeTimeout)
 	}
-	specs, err := parseNodes(urls, cf.tls)
+	specs, err := parseNodes(urls, cf.tls, cf.nodeTimeout)
 	return specs, pos[0], err
 }
 

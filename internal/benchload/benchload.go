@@ -133,14 +133,14 @@ type HotConfig struct {
 type HotStats struct {
 	Elapsed      time.Duration
 	Acquisitions int             // successful Lock calls
-	Handovers    int             // acquisitions whose previous holder was another worker
+	Handoffs     int             // acquisitions whose previous holder was another worker
 	Self         int             // acquisitions whose previous holder was the same worker
 	GaveUp       int             // Lock calls that failed before the run ended (tries or WaitTimeout ran out)
 	Violations   int             // acquisitions that found another holder inside the critical section
 	ReleaseErrs  int             // failed Unlock calls
 	FirstErr     error           // the first failure, for the log
 	Acquire      []time.Duration // time inside every successful Lock, sorted
-	Waits        []time.Duration // time inside Lock of the hand-over acquisitions, sorted
+	Waits        []time.Duration // time inside Lock of the handoff acquisitions, sorted
 }
 
 // SelfPercent returns the share of acquisitions, after the first, whose previous
@@ -165,7 +165,7 @@ func HotKey(ctx context.Context, newLocker func() Locker, key string, cfg HotCon
 		holders   atomic.Int32
 		last      atomic.Int32 // the worker that acquired last, -1 before the first
 		acquired  atomic.Int64
-		handovers atomic.Int64
+		handoffs  atomic.Int64
 		self      atomic.Int64
 		gaveUp    atomic.Int64
 		violated  atomic.Int64
@@ -211,7 +211,7 @@ func HotKey(ctx context.Context, newLocker func() Locker, key string, cfg HotCon
 				case prev == id:
 					self.Add(1)
 				case prev >= 0:
-					handovers.Add(1)
+					handoffs.Add(1)
 					myWaits = append(myWaits, wait)
 				}
 				n := acquired.Add(1)
@@ -238,7 +238,7 @@ func HotKey(ctx context.Context, newLocker func() Locker, key string, cfg HotCon
 	return HotStats{
 		Elapsed:      stoppedAt.Sub(start),
 		Acquisitions: int(acquired.Load()),
-		Handovers:    int(handovers.Load()),
+		Handoffs:     int(handoffs.Load()),
 		Self:         int(self.Load()),
 		GaveUp:       int(gaveUp.Load()),
 		Violations:   int(violated.Load()),

@@ -91,8 +91,8 @@ func TestHotKey(t *testing.T) {
 	if st.Violations != 0 || st.Acquisitions < 300 || st.GaveUp != 0 || st.ReleaseErrs != 0 {
 		t.Fatalf("%+v", st)
 	}
-	if st.Handovers == 0 || st.Handovers+st.Self != st.Acquisitions-1 || len(st.Waits) != st.Handovers || len(st.Acquire) != st.Acquisitions {
-		t.Errorf("hand-overs %d + self %d vs acquisitions %d; %d waits, %d latencies", st.Handovers, st.Self, st.Acquisitions, len(st.Waits), len(st.Acquire))
+	if st.Handoffs == 0 || st.Handoffs+st.Self != st.Acquisitions-1 || len(st.Waits) != st.Handoffs || len(st.Acquire) != st.Acquisitions {
+		t.Errorf("handoffs %d + self %d vs acquisitions %d; %d waits, %d latencies", st.Handoffs, st.Self, st.Acquisitions, len(st.Waits), len(st.Acquire))
 	}
 	if p := st.SelfPercent(); p < 0 || p > 100 {
 		t.Errorf("self %% = %v", p)

@@ -10,6 +10,10 @@ import (
 	"strconv"
 )
 
+// SkipEnv names the environment variable that opts out of integration tests: when it
+// is "1", a test that needs a Redis binary skips if the binary is not on PATH.
+const SkipEnv = "REDLOCK_SKIP_INTEGRATION"
+
 // InstallHint says how to install the Redis binaries; errors about a missing binary end
 // with it.
 const InstallHint = "install it with `apt-get install -y redis-server redis-sentinel` " +

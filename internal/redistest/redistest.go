@@ -12,6 +12,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,7 +28,34 @@ import (
 
 // SkipEnv names the environment variable that opts out of integration tests: when it
 // is "1", Start skips the test (t.Skip) if redis-server is not on PATH.
-const SkipEnv = "REDLOCK_SKIP_INTEGRATION"
+const SkipEnv = redisproc.SkipEnv
+
+// SkipExamplesWithoutServer, called by a TestMain before m.Run, makes the run skip the
+// package's examples when redis-server is not on PATH and SkipEnv is "1": an example
+// that starts servers (StartServer) cannot skip itself, and its failure would fail the
+// whole package. It parses the command line and adds "^Example" to -test.skip.
+func SkipExamplesWithoutServer() {
+	if os.Getenv(SkipEnv) != "1" {
+		return
+	}
+	if _, err := redisproc.FindBinary("redis-server"); err == nil {
+		return
+	}
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.skip")
+	if f == nil {
+		return
+	}
+	skip := "^Example"
+	if old := f.Value.String(); old != "" {
+		skip = old + "|" + skip
+	}
+	if err := f.Value.Set(skip); err == nil {
+		fmt.Fprintf(os.Stderr, "redistest: redis-server not on PATH and %s=1: the examples are skipped\n", SkipEnv)
+	}
+}
 
 // Options configures the redis-server processes started by Start and StartN.
 type Options struct {
@@ -56,6 +84,7 @@ type Server struct {
 	busPort int
 	cmd     *exec.Cmd // nil while stopped
 	paused  bool
+	closed  bool // by Close: Restart refuses to start it again
 }
 
 // Start starts one redis-server on a free loopback port and returns once it answers
@@ -110,10 +139,11 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 }
 
 // Close kills the server if it runs, reaps it, and removes the directory StartServer
-// made. It may be called more than once.
+// made. It may be called more than once; a closed server cannot be restarted.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	err := s.killLocked()
 	if s.ownDir {
 		err = errors.Join(err, os.RemoveAll(s.dir))
@@ -246,7 +276,8 @@ func (s *Server) signal(sig syscall.Signal, pause bool) {
 
 // Restart kills the server if it runs and starts it again on the same port and data
 // directory with the options it was started with: with Options.Persistent, the data
-// written before the kill is loaded again; without, it comes back empty.
+// written before the kill is loaded again; without, it comes back empty. Restarting a
+// closed server fails.
 func (s *Server) Restart() { s.RestartAfter(0) }
 
 // RestartAfter is Restart with the port kept closed for down in between.
@@ -254,7 +285,10 @@ func (s *Server) RestartAfter(down time.Duration) {
 	s.Kill()
 	time.Sleep(down)
 	s.mu.Lock()
-	err := s.launchLocked(context.Background())
+	err := errors.New("the server was closed")
+	if !s.closed {
+		err = s.launchLocked(context.Background())
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.fail(fmt.Errorf("restarting: %w", err))

@@ -151,7 +151,7 @@ type target struct {
 var targets = []target{
 	{"Uncontended/G=8/N=5", "cycles/s", "≥ 2.0×", func(n, d float64) bool { return n >= 2*d }},
 	{"Uncontended/G=1/N=5", "cycles/s", "≥ 1.3×", func(n, d float64) bool { return n >= 1.3*d }},
-	{"HotKey/G=8/N=5", "handovers/s", "≥ 100×", func(n, d float64) bool { return n >= 100*d }},
+	{"HotKey/G=8/N=5", "handoffs/s", "≥ 100×", func(n, d float64) bool { return n >= 100*d }},
 	{"HotKey/G=8/N=5", "wait-p99-ms", "≤ 20 ms", func(n, _ float64) bool { return n <= 20 }},
 	{"Uncontended/G=1/N=5", "allocs/op", "≤ 1.0×", func(n, d float64) bool { return n <= d }},
 	{"Uncontended/G=8/N=5", "allocs/op", "≤ 1.0×", func(n, d float64) bool { return n <= d }},

@@ -24,7 +24,7 @@ func TestReadPairsLibrariesPerWorkload(t *testing.T) {
 		{"Uncontended/G=8/N=5", "cycles/s", 1, []float64{12000, 8000}, []float64{5000, 5000}},
 		{"Uncontended/G=8/N=5", "allocs/op", -1, []float64{100, 100}, []float64{150, 150}},
 		{"HotKey/G=8/N=5", "ns/op", -1, []float64{1e6, 1e6}, []float64{1e6, 1e6}},
-		{"HotKey/G=8/N=5", "handovers/s", 1, []float64{2000, 1000}, []float64{20, 25}},
+		{"HotKey/G=8/N=5", "handoffs/s", 1, []float64{2000, 1000}, []float64{20, 25}},
 		{"HotKey/G=8/N=5", "wait-p99-ms", -1, []float64{4, 30}, []float64{1300, 1100}},
 	}
 	if len(rows) != len(wants) {
@@ -63,7 +63,7 @@ func TestWriteShowsMediansRatiosRunsAndTargets(t *testing.T) {
 		"| workload | metric | better | redlock | redsync | redlock/redsync | per run | target |",
 		// medians 10000 and 5000; runs 2.40 and 1.60; the 2.0× target is met by the medians
 		"| Uncontended/G=8/N=5 | cycles/s | higher | 10000 | 5000 | 2.00× | 2.40× 1.60× | ≥ 2.0× met |",
-		"| HotKey/G=8/N=5 | handovers/s | higher | 1500 | 22.5 | 66.67× | 100.00× 40.00× | ≥ 100× MISSED |",
+		"| HotKey/G=8/N=5 | handoffs/s | higher | 1500 | 22.5 | 66.67× | 100.00× 40.00× | ≥ 100× MISSED |",
 		"| HotKey/G=8/N=5 | wait-p99-ms | lower | 17 | 1200 | 0.01× | 0.00× 0.03× | ≤ 20 ms met |",
 		"| Uncontended/G=8/N=5 | allocs/op | lower | 100 | 150 | 0.67× | 0.67× 0.67× | ≤ 1.0× met |",
 	} {

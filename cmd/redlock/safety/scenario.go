@@ -497,7 +497,13 @@ func partitions() []*Scenario {
 		run: func(t redlocktest.T) (*Report, error) {
 			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 			c := partitioned(t, procs, quick, []int{2, 3, 4}, []int{2, 3, 4})
-			rep := Workload{Clients: c, TTL: ttl}.Run(t.Context(), 1500*time.Millisecond)
+			// Wait well below the run, so that a run without grants records why (once
+			// in CI: 0 grants and, with a 2 s wait, no error to tell the cause).
+			rep := Workload{Clients: c, TTL: ttl, Wait: 400 * time.Millisecond}.Run(t.Context(), 1500*time.Millisecond)
+			if rep.Grants == 0 {
+				return rep, fmt.Errorf("no grant: %d unavailable, %d not acquired, %d other errors; the first: %s",
+					rep.Unavailable, rep.NotAcquired, rep.OtherErrors, rep.FirstError)
+			}
 			perClient := make([]int, len(c)) // workers use the Clients in turn
 			for _, s := range rep.Sections {
 				perClient[s.Worker%len(c)]++
@@ -580,7 +586,7 @@ func partitions() []*Scenario {
 
 // duplicates is the scenario of duplicated and late delivery: every command a Client
 // sends has a 30 % chance of being delivered again, up to a TTL later, on another
-// connection (redlocktest.Duplicate). Two workers per Client make hand-overs.
+// connection (redlocktest.Duplicate). Two workers per Client make handoffs.
 func duplicates() *Scenario {
 	return &Scenario{
 		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,

@@ -55,6 +55,7 @@ type Report struct {
 	NotAcquired    int           // Acquire calls that failed with ErrNotAcquired
 	Unavailable    int           // ... with ErrUnavailable
 	OtherErrors    int           // ... with anything else (ErrLockLost on release excluded)
+	FirstError     string        // the first of those errors, for a scenario to explain a failure
 	ReleaseLost    int           // Release calls that reported ErrLockLost
 	AcquireP50     time.Duration // latency of successful Acquire calls
 	AcquireP99     time.Duration
@@ -248,6 +249,9 @@ func (r *resource) log(s Section) {
 func (r *resource) failed(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.report.FirstError == "" {
+		r.report.FirstError = err.Error()
+	}
 	switch {
 	case errors.Is(err, redlock.ErrUnavailable):
 		r.report.Unavailable++
