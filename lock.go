@@ -191,7 +191,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		ob.start = c.opts.Clock.Now()
 		defer func() { l.observeStep(ctx, OpRelease, &ob, err) }()
 	}
-	if err := l.markReleased(); err != nil {
+	if err := l.markReleased(&ob.ends); err != nil {
 		return err
 	}
 	if err := l.begin("release"); err != nil {
@@ -244,14 +244,16 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 
 // markReleased marks the lock released first thing in Release, so that no KeepAlive
 // can start from here on, then stops the running one (before Release takes l.op: the
-// keeper may be inside Extend). It fails if Release was called before.
-func (l *Lock) markReleased() error {
+// keeper may be inside Extend). It fails if Release was called before. It sets *ends
+// when this Release's event ends the lock for the Observer (endsHere).
+func (l *Lock) markReleased(ends *bool) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
 		return lostError("release", l.key, "already released")
 	}
 	l.released, l.releasedAt = true, l.c.opts.Clock.Now()
+	*ends = l.endsHere()
 	k := l.keeper
 	l.mu.Unlock()
 	if k != nil {

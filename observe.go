@@ -19,8 +19,16 @@ import (
 // Observe is recovered: the step's result stands, the panic is counted
 // (Client.ObserverPanics) and logged through Options.Logger.
 //
+// Observe may call back into the Client and its locks. The events of KeepAlive (a
+// renewal, or OpKeepAlive) come from KeepAlive's goroutine: a Release or stop of that
+// KeepAlive called meanwhile (from that Observe or from elsewhere) does not wait for
+// the goroutine to end, which then ends without another renewal. Observe must not call
+// Close, or Shutdown without a deadline, from such an event: they wait for every
+// KeepAlive to end.
+//
 // Every lock that an Acquire event reported granted (Outcome OutcomeOK) later has
-// exactly one event with Ended set: its first Release, or the first Extend or
+// exactly one event with Ended set: its first Release (the one that marked it
+// released, not a concurrent one refused as already released), or the first Extend or
 // KeepAlive event that found it lost (Lost set too), whichever comes first. So a
 // count of locks held, up on a granted Acquire and down on Ended, returns to zero once
 // every lock is released, and never drops below it. A lock the program drops without

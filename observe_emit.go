@@ -137,8 +137,15 @@ func outcomeOf(err error) Outcome {
 	return OutcomeInvalid // refused arguments
 }
 
-// emit hands e to the Observer, recovering a panic.
-func (c *Client) emit(ctx context.Context, e *Event) {
+// emit hands e to the Observer, recovering a panic. k is the KeepAlive whose goroutine
+// runs this call (a renewal's event, or the event of KeepAlive giving up), else nil:
+// while Observe runs, a Release or stop that halts k does not wait for that goroutine,
+// which would deadlock when Observe itself calls them.
+func (c *Client) emit(ctx context.Context, e *Event, k *keeper) {
+	if k != nil {
+		k.observing.Store(true)
+		defer k.observing.Store(false)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			n := c.watch.panics.Add(1)
@@ -178,7 +185,7 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 	case errors.As(err, &qe):
 		e.Nodes = c.nodeReplies(qe.round, a.start)
 	}
-	c.emit(ctx, &e)
+	c.emit(ctx, &e, nil)
 }
 
 // tryObserved returns what TryAcquire's event says of its work: it made one attempt
@@ -201,6 +208,7 @@ type stepObs struct {
 	ttl     time.Duration
 	r       *round // the step's round, once sent
 	handoff bool   // Release handed the lock to a waiter
+	ends    bool   // Release: this call marked the lock released, and its event ends it
 }
 
 // observeStep reports an Extend or Release of l that returned err.
@@ -212,37 +220,53 @@ func (l *Lock) observeStep(ctx context.Context, op Op, ob *stepObs, err error) {
 	if watched == unwatched { // a lock handed to an Acquire that had given up
 		return
 	}
+	var k *keeper // the KeepAlive that made this Extend, if one did
+	if op == OpExtend {
+		k = renewalKeeper(ctx)
+	}
 	e := Event{Op: op, Key: l.key, TTL: ob.ttl, Start: ob.start, Outcome: outcomeOf(err), Err: err,
-		Nodes: c.nodeReplies(ob.r, ob.start), Fence: l.Fence(), Handoff: ob.handoff,
-		Renewal: op == OpExtend && isRenewal(ctx)}
+		Nodes: c.nodeReplies(ob.r, ob.start), Fence: l.Fence(), Handoff: ob.handoff, Renewal: k != nil}
 	e.Duration = c.opts.Clock.Now().Sub(ob.start)
 	if e.TTL == 0 {
 		_, e.TTL = l.deadline()
 	}
-	e.Ended, e.Lost = l.claimEnd(op, e.Outcome)
-	c.emit(ctx, &e)
+	if op == OpRelease {
+		e.Ended, e.Lost = ob.ends, ob.ends && e.Outcome == OutcomeLost
+	} else {
+		e.Ended, e.Lost = l.claimEnd(e.Outcome)
+	}
+	c.emit(ctx, &e, k)
 }
 
-// claimEnd decides whether an event of op with outcome ends l for the Observer, and
-// whether as a loss: the first Release ends it whatever its outcome; an Extend or
-// KeepAlive that found it lost ends it unless Release was called (Release reports it).
-func (l *Lock) claimEnd(op Op, outcome Outcome) (ended, lost bool) {
+// claimEnd decides whether an Extend or KeepAlive event with outcome ends l for the
+// Observer (as a loss): it does if it found the lock lost, unless the lock's end was
+// reported or claimed already (the first Release claims it: endsHere).
+func (l *Lock) claimEnd(outcome Outcome) (ended, lost bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.watched != watchedHeld {
-		return false, false
-	}
-	if op != OpRelease && (outcome != OutcomeLost || l.released) {
+	if l.watched != watchedHeld || outcome != OutcomeLost || l.released {
 		return false, false
 	}
 	l.watched = watchedOver
-	return true, outcome == OutcomeLost
+	return true, true
 }
 
-// keepAliveEnded reports a KeepAlive of l that ended with cause: a loss is logged,
+// endsHere is called by Release as it marks l released, holding l.mu: it reports
+// whether this Release ends l for the Observer (the lock was reported granted and its
+// end not yet reported), and claims that end, so that no other event reports it: a
+// second Release, refused as "already released", does not.
+func (l *Lock) endsHere() bool {
+	if l.watched != watchedHeld {
+		return false
+	}
+	l.watched = watchedOver
+	return true
+}
+
+// keepAliveEnded reports the KeepAlive k of l that ended with cause: a loss is logged,
 // and reported to the Observer unless an Extend already reported it. ctx is the
 // context KeepAlive was given.
-func (l *Lock) keepAliveEnded(ctx context.Context, cause error) {
+func (l *Lock) keepAliveEnded(ctx context.Context, k *keeper, cause error) {
 	c := l.c
 	if !errors.Is(cause, ErrLockLost) || (!c.observing() && c.watch.log == nil) {
 		return
@@ -260,8 +284,8 @@ func (l *Lock) keepAliveEnded(ctx context.Context, cause error) {
 	e := Event{Op: OpKeepAlive, Key: l.key, Start: c.opts.Clock.Now(), Outcome: OutcomeLost,
 		Err: cause, Fence: l.Fence(), Renewal: true}
 	_, e.TTL = l.deadline()
-	if e.Ended, e.Lost = l.claimEnd(OpKeepAlive, OutcomeLost); e.Ended {
-		c.emit(ctx, &e)
+	if e.Ended, e.Lost = l.claimEnd(OutcomeLost); e.Ended {
+		c.emit(ctx, &e, k)
 	}
 }
 
@@ -269,24 +293,30 @@ func (l *Lock) keepAliveEnded(ctx context.Context, cause error) {
 type renewalKey struct{}
 
 // renewalMark is the value under renewalKey: the exact context KeepAlive's Extends
-// get, so that an Extend on a context merely derived from it is not taken for one.
-type renewalMark struct{ ctx context.Context }
+// get, so that an Extend on a context merely derived from it is not taken for one,
+// and the KeepAlive that makes them.
+type renewalMark struct {
+	ctx context.Context
+	k   *keeper
+}
 
-// markRenewals returns the context for KeepAlive's renewals: ctx itself without an
-// Observer, else ctx marked so that their events say Renewal.
-func (c *Client) markRenewals(ctx context.Context) context.Context {
+// markRenewals returns the context for the renewals of KeepAlive k: ctx itself
+// without an Observer, else ctx marked so that their events say Renewal.
+func (c *Client) markRenewals(ctx context.Context, k *keeper) context.Context {
 	if !c.observing() {
 		return ctx
 	}
-	m := &renewalMark{}
+	m := &renewalMark{k: k}
 	m.ctx = context.WithValue(ctx, renewalKey{}, m)
 	return m.ctx
 }
 
-// isRenewal reports whether ctx is the context of KeepAlive's renewals.
-func isRenewal(ctx context.Context) bool {
-	m, ok := ctx.Value(renewalKey{}).(*renewalMark)
-	return ok && m.ctx == ctx
+// renewalKeeper returns the KeepAlive whose renewal context ctx is, or nil.
+func renewalKeeper(ctx context.Context) *keeper {
+	if m, ok := ctx.Value(renewalKey{}).(*renewalMark); ok && m.ctx == ctx {
+		return m.k
+	}
+	return nil
 }
 
 // panicText formats a recovered panic value.

@@ -90,11 +90,14 @@ func (w *waiter) pass() (*Lock, error) {
 // try makes one attempt. Nil lock and error mean that it failed and Acquire goes on:
 // w has recorded it for the pacing.
 func (w *waiter) try() (*Lock, error) {
-	w.tries++
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl)
 	if lock != nil || err != nil {
+		if lock != nil || !errors.Is(err, ErrClosed) { // closed: no attempt counts, as in TryAcquire
+			w.tries++
+		}
 		return lock, err
 	}
+	w.tries++
 	w.refused += qe.fenceRefusals()
 	w.took = qe.quorum // a round trip to a majority, not the wait for silent nodes
 	if err := w.verdict(qe); err != nil {
