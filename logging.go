@@ -119,19 +119,29 @@ func (s *logState) hideKey(text, key string) string {
 	return strings.ReplaceAll(text, strconv.Quote(key), "key_hash:"+s.keyAttr(key).Value.String())
 }
 
-// configProblems logs each problem CheckNodes found (its *NodeError values).
+// configProblems logs the problems CheckNodes found (its *NodeError values): one line
+// per node, with every problem of the node, since the rate limit lets one line per
+// node through.
 func (s *logState) configProblems(errs *multierror.Error) {
 	if s == nil || errs == nil {
 		return
 	}
+	var nodes []string             // in the order of their first problem
+	found := map[string][]string{} // node → its problems
 	for _, err := range errs.Errors {
 		node := ""
 		var ne *NodeError
 		if errors.As(err, &ne) {
 			node, err = ne.Node, ne.Err
 		}
+		if _, ok := found[node]; !ok {
+			nodes = append(nodes, node)
+		}
+		found[node] = append(found[node], err.Error())
+	}
+	for _, node := range nodes {
 		s.emit(slog.LevelWarn, logConfig, node, "redlock: node configuration problem",
-			slog.String("error", err.Error()))
+			slog.String("error", strings.Join(found[node], "; ")))
 	}
 }
 
@@ -147,21 +157,26 @@ func (s *logState) observerPanic(p any, total uint64) {
 // nodeHealth follows one node's state for the log: failing from a call that failed
 // for a reason of the node's own (not a reply about the data), up again from the next
 // call it answers. A change is printed at once unless the node had a line in the last
-// logEvery; then it is printed with the first call after that, if the state still
-// differs from the last one printed, saying how many changes were left out.
+// logEvery; then it is printed logEvery after that line (a timer, so that the last
+// line does not stay stale on an idle Client), or with the first call after that, if
+// the state still differs from the last one printed, saying how many changes were
+// left out.
 type nodeHealth struct {
 	s    *logState
 	name string
 
-	mu       sync.Mutex // the sender's goroutine is the only caller; this orders its successors
-	failing  bool       // the node's state
-	shown    bool       // the state the last line printed (false: up, as at the start)
-	printed  time.Time  // when the last line was printed
-	changes  int        // changes of state since then
-	failed   int64      // calls failed since it went down
-	since    time.Time  // when it went down
-	class    string     // the latest failure's class and error
-	lastFail error
+	mu       sync.Mutex  // orders the sender's goroutine, its successors and the timer
+	failing  bool        // the node's state
+	shown    bool        // the state the last line printed (false: up, as at the start)
+	printed  time.Time   // when the last line was printed
+	changes  int         // changes of state since then
+	failed   int64       // calls failed since it went down
+	since    time.Time   // when it went down
+	class    string      // the latest failure's class
+	lastFail error       // and error
+	due      *time.Timer // armed while a change is held back: prints it in time
+	armed    uint64      // timers armed so far: tells a stopped timer's late call
+	closed   bool        // the Client closed: no more lines
 }
 
 // node returns the health record of the node named name, or nil without a logger.
@@ -193,9 +208,26 @@ func (h *nodeHealth) note(out outcome, err error) {
 		h.failing = down
 		h.changes++
 	}
-	if h.failing == h.shown || (!h.printed.IsZero() && now.Sub(h.printed) < logEvery) {
+	h.report(now, false)
+}
+
+// report prints the node's state if it differs from the last line printed, at once or,
+// unless due (the timer fired), once logEvery has passed since that line. The caller
+// holds h.mu.
+func (h *nodeHealth) report(now time.Time, due bool) {
+	if h.failing == h.shown || h.closed {
+		h.disarm() // nothing held back
 		return
 	}
+	if wait := logEvery - now.Sub(h.printed); !due && !h.printed.IsZero() && wait > 0 {
+		if h.due == nil {
+			h.armed++
+			armed := h.armed
+			h.due = time.AfterFunc(min(wait, logEvery), func() { h.fire(armed) })
+		}
+		return
+	}
+	h.disarm()
 	attrs := []slog.Attr{slog.String("node", h.name)}
 	if h.changes > 1 {
 		attrs = append(attrs, slog.Int("suppressed", h.changes-1))
@@ -208,6 +240,36 @@ func (h *nodeHealth) note(out outcome, err error) {
 	}
 	attrs = append(attrs, slog.Int64("failed_calls", h.failed), slog.Duration("down_for", now.Sub(h.since)))
 	h.s.l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node recovered", attrs...)
+}
+
+// fire prints the change held back when the armed-th timer was armed, if that timer
+// is still the one.
+func (h *nodeHealth) fire(armed uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.due != nil && h.armed == armed {
+		h.due = nil
+		h.report(h.s.clock.Now(), true)
+	}
+}
+
+// disarm stops the timer of a held-back change. The caller holds h.mu.
+func (h *nodeHealth) disarm() {
+	if h.due != nil {
+		h.due.Stop()
+		h.due = nil
+	}
+}
+
+// close ends the node's lines when the Client has closed. h may be nil.
+func (h *nodeHealth) close() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	h.disarm()
 }
 
 // errorClass returns the NodeReply.Class of a node's error.

@@ -243,6 +243,9 @@ func (c *Client) finishClose() {
 	c.queues.close()
 	close(c.sendersQuit)
 	c.senders.Wait()
+	for i := range c.nodes {
+		c.nodes[i].s.health.close() // no node line after Close
+	}
 	if c.owned {
 		var errs *multierror.Error
 		for _, n := range c.nodes {
