@@ -24,9 +24,9 @@ type Lock struct {
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
 	lost       bool          // a loss was proven: until never moves forward again
 	released   bool          // Release was called: no step or KeepAlive may start
+	watched    uint8         // Options.Observer: unwatched, watchedHeld or watchedOver (in released's padding)
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
-	watched    uint8         // Options.Observer: unwatched, watchedHeld or watchedOver
 }
 
 // Key returns the lock's key.

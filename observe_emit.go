@@ -28,12 +28,12 @@ func (c *Client) ObserverPanics() uint64 { return c.watch.panics.Load() }
 // observing reports whether the Client has an Observer.
 func (c *Client) observing() bool { return c.opts.Observer != nil }
 
-// roundObs is a round's record for the Observer; the replies gather saw are in
-// roundCall.seen. Its zero value (on false) means no Observer: nothing is recorded.
+// roundObs is a round's record for the Observer, made only with one (round.obs is
+// nil otherwise, so that a round costs no byte more without an Observer).
 type roundObs struct {
-	on      bool
-	handoff bool // the round is a handoff (handoff.lua)
-	refused int  // fencing refusals in the rounds of the attempt that ended with this one
+	handoff bool       // the round is a handoff (handoff.lua)
+	refused int        // fencing refusals in the rounds of the attempt that ended with this one
+	seen    []nodeSeen // seen[i]: node i's reply as gather received it (gather's goroutine only)
 }
 
 // nodeSeen is one node's reply as gather received it.
@@ -44,14 +44,14 @@ type nodeSeen struct {
 	err  error
 }
 
-// newRoundObs returns the record of a round of st.
-func newRoundObs(st step) roundObs {
-	return roundObs{on: true, handoff: st.script == stepHandoff.script}
+// newRoundObs returns the record of a round of st sent to n nodes.
+func newRoundObs(st step, n int) *roundObs {
+	return &roundObs{handoff: st.script == stepHandoff.script, seen: make([]nodeSeen, n)}
 }
 
-// saw records node i's reply.
+// saw records node i's reply. r.obs is not nil.
 func (r *round) saw(i int, at time.Time, out outcome, err error) {
-	r.calls[i].seen = nodeSeen{seen: true, at: at, out: out, err: err}
+	r.obs.seen[i] = nodeSeen{seen: true, at: at, out: out, err: err}
 }
 
 // timedOut records the nodes that had not answered when the node timeout fired.
@@ -65,14 +65,14 @@ func (r *round) timedOut(answered []bool, at time.Time) {
 
 // noteRefused records on round r the fencing refusals of the attempt it ended.
 func noteRefused(r *round, refused int) {
-	if r != nil {
+	if r != nil && r.obs != nil {
 		r.obs.refused = refused
 	}
 }
 
 // fenceRefusals returns the fencing refusals of the attempt that failed with e.
 func (e *QuorumError) fenceRefusals() int {
-	if e.round != nil {
+	if e.round != nil && e.round.obs != nil {
 		return e.round.obs.refused
 	}
 	return 0
@@ -80,12 +80,11 @@ func (e *QuorumError) fenceRefusals() int {
 
 // nodeReplies returns the replies of round r as the Observer sees them.
 func (c *Client) nodeReplies(r *round, start time.Time) []NodeReply {
-	if r == nil || !r.obs.on {
+	if r == nil || r.obs == nil {
 		return nil
 	}
-	out := make([]NodeReply, len(r.calls))
-	for i := range r.calls {
-		s := r.calls[i].seen
+	out := make([]NodeReply, len(r.obs.seen))
+	for i, s := range r.obs.seen {
 		out[i].Node = c.nodes[i].name
 		if !s.seen {
 			continue
@@ -175,7 +174,7 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 	case lock != nil:
 		r := lock.lastRound
 		e.Nodes, e.Fence = c.nodeReplies(r, a.start), lock.Fence()
-		if r != nil {
+		if r != nil && r.obs != nil {
 			e.Handoff = r.obs.handoff
 			e.FenceRefusals += r.obs.refused
 		}

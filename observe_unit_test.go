@@ -122,7 +122,7 @@ func TestErrorClass(t *testing.T) {
 func TestNodeRepliesFromRound(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}}
-	r := &round{calls: make([]roundCall, 4), obs: newRoundObs(stepFencedAcquire)}
+	r := &round{calls: make([]roundCall, 4), obs: newRoundObs(stepFencedAcquire, 4)}
 	r.saw(0, start.Add(time.Millisecond), outYes, nil)
 	r.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
 	r.timedOut([]bool{true, true, false, false}, start.Add(3*time.Millisecond))

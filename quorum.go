@@ -71,7 +71,7 @@ type round struct {
 	// follows).
 	abandoned atomic.Bool
 
-	obs roundObs // with Options.Observer: what gather saw (observe_emit.go)
+	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
 
 // roundCall is the state of a round's call to one node.
@@ -80,8 +80,6 @@ type roundCall struct {
 	// out is what the node answered. It is written before the reply is sent and before
 	// done is closed: read it only for a node whose reply gather received, or after done.
 	out outcome
-
-	seen nodeSeen // with Options.Observer: the reply as gather received it (gather's goroutine only)
 
 	// Guarded by the node's sender mutex:
 	delivered bool      // the call has returned
@@ -162,7 +160,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	if c.observing() {
-		r.obs = newRoundObs(st)
+		r.obs = newRoundObs(st, n)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
@@ -234,11 +232,11 @@ wait:
 				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
 			}
 			causes[rep.node] = rep.err
-			if r.obs.on {
+			if r.obs != nil {
 				r.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
 			}
 		case <-timeout:
-			if r.obs.on {
+			if r.obs != nil {
 				r.timedOut(answered, c.opts.Clock.Now())
 			}
 			for i, ok := range answered {
