@@ -68,7 +68,8 @@ func (k *keeper) halt(cause error) {
 //
 // stop ends the renewal (it does not release the lock) and waits for the goroutine to
 // exit; while that goroutine is calling Options.Observer (possibly calling stop or
-// Release itself), stop does not wait for it, and it ends without another renewal.
+// Release itself), stop does not wait for it, and it ends without another renewal
+// (until it has, a new KeepAlive of the lock is refused as running).
 // Exactly one goroutine runs per kept-alive lock; a second KeepAlive while one runs
 // returns a context already cancelled.
 //
