@@ -8,13 +8,13 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// TestReview12ClusterURLPasswordBoundaries: a cluster URL whose password holds a '#',
+// TestClusterURLPasswordBoundaries: a cluster URL whose password holds a '#',
 // or an '@' after the host, is refused as the same URL with the plain scheme is. Before
 // the fix, ParseNodeURL (and so NewFromURLs, which #12 made accept cluster URLs) took
 // "redis+cluster://admin:1234#abc@host:6379" for a cluster seeded at "admin:1234" with
 // no password: it dialled a host made of the password's first part, and every dial
 // error quoted it.
-func TestReview12ClusterURLPasswordBoundaries(t *testing.T) {
+func TestClusterURLPasswordBoundaries(t *testing.T) {
 	for _, raw := range []string{
 		"redis+cluster://admin:1234#abc@host:6379",
 		"rediss+cluster://:5678#abc@host:6379",
@@ -43,9 +43,9 @@ func TestReview12ClusterURLPasswordBoundaries(t *testing.T) {
 	}
 }
 
-// TestReview12ZeroNodeURL: the NodeURL that ParseNodeURL returns with an error (the
+// TestZeroNodeURL: the NodeURL that ParseNodeURL returns with an error (the
 // zero value) has no addresses; Addrs used to panic on it (a nil *redis.Options).
-func TestReview12ZeroNodeURL(t *testing.T) {
+func TestZeroNodeURL(t *testing.T) {
 	n, err := redlock.ParseNodeURL("http://h:1", redlock.Options{})
 	if err == nil {
 		t.Fatal("http://h:1 parsed")

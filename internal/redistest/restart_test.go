@@ -20,10 +20,10 @@ func (r *fatalRecorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// TestReview12RestartAfterClose: a closed server stays closed. Restart after Close
+// TestRestartAfterClose: a closed server stays closed. Restart after Close
 // fails instead of starting a new process that nothing will stop (redlocktest's
 // Process refuses it the same way). Before the fix it started one.
-func TestReview12RestartAfterClose(t *testing.T) {
+func TestRestartAfterClose(t *testing.T) {
 	s := Start(t, Options{})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

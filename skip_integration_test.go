@@ -10,14 +10,14 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// TestReview12SkipWithoutRedis: the root module's packages pass without redis-server
+// TestSkipWithoutRedis: the root module's packages pass without redis-server
 // when REDLOCK_SKIP_INTEGRATION=1, as README and tools/install-deps.sh promise ("run
 // only the tests that need no Redis"). Before #12 the examples ran on miniredis; since
 // they start redis-server, a missing binary made their log.Fatal fail the whole root
 // package and fenced, and internal/redisproc's tests failed instead of skipping. It
 // runs `go test ./...` with a PATH that holds only the go command. Inside that run
 // redis-server is missing, and this test skips itself there.
-func TestReview12SkipWithoutRedis(t *testing.T) {
+func TestSkipWithoutRedis(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not on PATH: this run is the check")
 	}

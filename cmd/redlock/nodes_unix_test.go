@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// TestReview12UnixSocketsByPath: the same-server check compares unix socket paths as
+// TestUnixSocketsByPath: the same-server check compares unix socket paths as
 // the file system does, case and all, and host names without case. Since the CLI reads
 // unix:// nodes (ced8399), two sockets whose paths differed only in case were refused
 // as "the same server" (the check lowercased every address).
-func TestReview12UnixSocketsByPath(t *testing.T) {
+func TestUnixSocketsByPath(t *testing.T) {
 	if _, err := parseNodes([]string{"unix:///run/r/Redis.sock", "unix:///run/r/redis.sock", "redis://h:1"}, tlsFiles{}, time.Second); err != nil {
 		t.Errorf("two sockets differing in case: %v", err)
 	}
