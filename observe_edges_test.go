@@ -1,6 +1,7 @@
 package redlock_test
 
-// Findings of the adversarial review of #14's Observer, each on real redis-server nodes.
+// The Observer's edge cases: callbacks from KeepAlive's events, concurrent Releases,
+// a closed Client, and the cost with no Observer; on real redis-server nodes.
 
 import (
 	"context"

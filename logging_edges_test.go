@@ -1,6 +1,7 @@
 package redlock_test
 
-// Findings of the adversarial review of #14's Logger, each on real redis-server nodes.
+// The Logger's edge cases: several CheckNodes problems on one node, and a node's
+// held-back line on an idle Client; on real redis-server nodes.
 
 import (
 	"context"
