@@ -204,3 +204,22 @@ func TestObserverUnsetKeepsNoRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestObserverNilPointerIsNone: a nil pointer of an Observer type (a variable left
+// unset when observing is switched off) means no Observer, as nil does: its Observe
+// is never called, so it cannot panic on every step.
+func TestObserverNilPointerIsNone(t *testing.T) {
+	var off *eventLog
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Observer: off})
+	ctx := context.Background()
+	lock, err := c.client.TryAcquire(ctx, "obs:nilptr", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.client.ObserverPanics(); n != 0 || lock.HasObserverRecord() {
+		t.Fatalf("%d Observe panics, record kept %v: the nil pointer was called", n, lock.HasObserverRecord())
+	}
+}

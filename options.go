@@ -67,7 +67,8 @@ type Options struct {
 	Fencing bool
 
 	// Observer, when not nil, hears of every Acquire, TryAcquire, Extend and Release
-	// and of KeepAlive's renewals (see Observer). Nil means none, at no cost.
+	// and of KeepAlive's renewals (see Observer). Nil, or a nil pointer of a type
+	// that implements Observer, means none, at no cost.
 	Observer Observer
 
 	// Logger, when not nil, gets a line for a lock lost while kept alive, a node
@@ -103,6 +104,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
+	}
+	if o.Observer != nil && isNilPointer(o.Observer) {
+		// A nil *T in the interface: its Observe would most likely panic on every
+		// step (recovered, but paid for and logged). It means none, as nil does.
+		o.Observer = nil
 	}
 	return o, nil
 }
