@@ -13,8 +13,10 @@ import (
 //
 // Observe is called synchronously, once, after the step's outcome is known and after
 // the step has let go of every lock and queue place it held, on the goroutine that ran
-// the step, with the step's context (a renewal's: the context given to KeepAlive), so
-// that a tracer can join the caller's trace. A slow Observe delays the step's return,
+// the step, with the step's context, so that a tracer can join the caller's trace: for
+// a renewal, the work's context KeepAlive returned (it carries the values of the one
+// given to KeepAlive, and may be cancelled already); for OpKeepAlive, the context
+// given to KeepAlive. A slow Observe delays the step's return,
 // not other steps. It may be called concurrently from many goroutines. A panic in
 // Observe is recovered: the step's result stands, the panic is counted
 // (Client.ObserverPanics) and logged through Options.Logger.
