@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -205,6 +206,15 @@ func TestLoggerNodeFailingAndRecovering(t *testing.T) {
 	if len(failing) != 1 || len(recovered) != 1 ||
 		recovered[0].attrs["node"] != failing[0].attrs["node"] || failing[0].attrs["class"] != redlock.ClassTimeout {
 		t.Fatalf("want one failing and one recovered line for the node on port %s: %+v, %+v", port, failing, recovered)
+	}
+	// A configuration problem is logged under the node's name too.
+	admin := redis.NewClient(&redis.Options{Addr: servers[0].Addr(), Password: password})
+	defer admin.Close()
+	if err := admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CheckNodes(ctx); err == nil || logs.count("redlock: node configuration problem") == 0 {
+		t.Fatalf("CheckNodes: %v; no configuration line", err)
 	}
 	if all := fmt.Sprint(logs.all()); strings.Contains(all, password) {
 		t.Fatalf("a log line shows the password: %s", all)
