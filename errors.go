@@ -90,6 +90,7 @@ type QuorumError struct {
 	quorum time.Duration // acquire: how long until a majority had answered (0: never)
 	ctxErr error         // the caller's context error, if the step was cancelled
 	gaveUp string        // KeepAlive's loss cause: why it gave up after this failed renewal
+	round  *round        // the step's last round, for Options.Observer (acquire only)
 }
 
 func (e *QuorumError) Error() string {
