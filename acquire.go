@@ -38,11 +38,15 @@ import (
 // CLUSTERDOWN, ...) are retried. With Options.Fencing, a counter at the largest token
 // also ends Acquire at once, with an error matching ErrFenceExhausted and
 // ErrUnavailable.
-func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	w := c.newWaiter(ctx, key, ttl)
+	if c.observing() {
+		start := c.opts.Clock.Now()
+		defer func() { c.observeAcquire(ctx, w.observed(start), lock, err) }()
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	w := c.newWaiter(ctx, key, ttl)
 	owner, err := ownerHead(ctx)
 	if err != nil {
 		return nil, err
@@ -86,7 +90,11 @@ func (c *Client) pause(ctx context.Context, d time.Duration) {
 
 // TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
 // behind this Client's waiting Acquires).
-func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	if c.observing() {
+		start := c.opts.Clock.Now()
+		defer func() { c.observeAcquire(ctx, tryObserved(key, ttl, start, lock, err), lock, err) }()
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
@@ -151,18 +159,22 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, qe, err
 	}
 	const maxProposals = 3
+	refused := 0 // fencing refusals in this attempt's rounds, for Options.Observer
 	for n := 1; ; n++ {
 		token, err := newToken()
 		if err != nil {
 			return nil, nil, err
 		}
 		lock, qe, t := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl, fence: fence})
+		refused += t.refused
 		if lock != nil {
 			c.fences.raise(key, fence)
+			noteRefused(lock.lastRound, refused)
 			return lock, nil, nil
 		}
 		c.fences.raise(key, t.high)
 		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
+			noteRefused(qe.round, refused)
 			return nil, qe, nil
 		}
 		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
@@ -238,7 +250,7 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 	if split {
 		qe.note = "no fencing token of the owner's lease was reported by a majority"
 	}
-	qe.quorum = t.quorumIn
+	qe.quorum, qe.round = t.quorumIn, r
 	return nil, qe, t
 }
 
@@ -256,13 +268,16 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		// reset the counters since.
 		c.fences.forget(key)
 	}
-	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepRequest{step: stepFenceRead, keys: keys}), true)
+	r := c.start(ctx, stepRequest{step: stepFenceRead, keys: keys})
+	t, errs, ctxErr := c.gather(ctx, r, true)
 	if ctxErr != nil || !t.won() {
 		kind := ErrUnavailable
 		if ctxErr != nil {
 			kind = ErrNotAcquired
 		}
-		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr), nil
+		qe := c.quorumError("acquire", key, t, errs, kind, ctxErr)
+		qe.round = r
+		return 0, qe, nil
 	}
 	fence, err := nextFence(key, t.high)
 	return fence, nil, err

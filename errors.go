@@ -91,6 +91,7 @@ type QuorumError struct {
 	ctxErr error         // the caller's context error, if the step was cancelled
 	gaveUp string        // KeepAlive's loss cause: why it gave up after this failed renewal
 	note   string        // why a step that a majority agreed to still failed, if not Late
+	round  *round        // the step's last round, for Options.Observer (acquire only)
 }
 
 func (e *QuorumError) Error() string {

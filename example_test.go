@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -305,4 +306,43 @@ func ExampleWithOwner() {
 	// a lock without owner while a hold is left: true
 	// release the last hold: <nil>
 	// a lock without owner then: <nil>
+}
+
+// stepPrinter is an Observer that prints each step's op, outcome and the replies of
+// its last round, and keeps a count of the locks held, as a metrics exporter would.
+type stepPrinter struct{ held atomic.Int64 }
+
+func (p *stepPrinter) Observe(_ context.Context, e redlock.Event) {
+	if e.Op == redlock.OpAcquire && e.Outcome == redlock.OutcomeOK {
+		p.held.Add(1)
+	}
+	if e.Ended {
+		p.held.Add(-1)
+	}
+	yes := 0
+	for _, n := range e.Nodes {
+		if n.Result == redlock.ResultYes {
+			yes++
+		}
+	}
+	fmt.Printf("%s %s: attempts %d, at least 2 yes: %v, ended %v, held %d\n",
+		e.Op, e.Outcome, e.Attempts, yes >= 2, e.Ended, p.held.Load())
+}
+
+func ExampleObserver() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{Observer: &stepPrinter{}})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock, _ := client.Acquire(ctx, "invoice:7", 5*time.Second)
+	_, _ = client.TryAcquire(ctx, "invoice:7", 5*time.Second) // held: not acquired
+	_ = lock.Extend(ctx, 5*time.Second)
+	_ = lock.Release(ctx)
+	// Output:
+	// acquire ok: attempts 1, at least 2 yes: true, ended false, held 1
+	// acquire not_acquired: attempts 1, at least 2 yes: false, ended false, held 1
+	// extend ok: attempts 0, at least 2 yes: true, ended false, held 1
+	// release ok: attempts 0, at least 2 yes: true, ended true, held 0
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -64,6 +65,22 @@ type Options struct {
 	// docs/safety.md. Without it Lock.Fence is 0, which package fenced refuses
 	// (fenced.ErrNoToken) rather than let a forgotten setting switch the fence off.
 	Fencing bool
+
+	// Observer, when not nil, hears of every Acquire, TryAcquire, Extend and Release
+	// and of KeepAlive's renewals (see Observer). Nil, or a nil pointer of a type
+	// that implements Observer, means none, at no cost.
+	Observer Observer
+
+	// Logger, when not nil, gets a line for a lock lost while kept alive, a node
+	// that starts failing or recovers (once per change, not per call), a problem
+	// CheckNodes finds, and a panic of the Observer; at most one line per kind and
+	// node each second, the next one counting those left out. Nodes appear by their
+	// names, which never show a password. Nil means silent.
+	Logger *slog.Logger
+
+	// LogKeys makes Logger's lines name lock keys. By default they give a short hash
+	// of the key instead (key_hash), since keys may carry user data.
+	LogKeys bool
 }
 
 // withDefaults validates o and returns it with defaults filled in.
@@ -87,6 +104,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
+	}
+	if o.Observer != nil && isNilPointer(o.Observer) {
+		// A nil *T in the interface: its Observe would most likely panic on every
+		// step (recovered, but paid for and logged). It means none, as nil does.
+		o.Observer = nil
 	}
 	return o, nil
 }

@@ -176,12 +176,13 @@ func (r *round) agreedFence(quorum int) (int64, bool) {
 	return 0, false
 }
 
-// extendStep returns the step that raises the TTL of the lock's key where its hold is.
+// extendStep returns the step that raises the TTL of the lock's key where its hold is,
+// each call after the lock's previous one to that node.
 func (l *Lock) extendStep(ttl time.Duration) stepRequest {
 	if l.owner == "" {
-		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}}
+		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound}
 	}
-	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: []any{l.owner, l.token, ttl.Milliseconds()}}
+	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: []any{l.owner, l.token, ttl.Milliseconds()}, after: l.lastRound}
 }
 
 // releaseStep returns the step that deletes token's key (a lock without owner; more

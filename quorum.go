@@ -75,6 +75,8 @@ type round struct {
 	// was set; after a handoff the old token stays, for the plain release that
 	// follows).
 	abandoned atomic.Bool
+
+	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
 
 // roundCall is the state of a round's call to one node.
@@ -163,6 +165,9 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
+	if c.observing() {
+		r.obs = newRoundObs(st, n)
+	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
 	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
@@ -233,7 +238,13 @@ wait:
 				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
 			}
 			causes[rep.node] = rep.err
+			if r.obs != nil {
+				r.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
+			}
 		case <-timeout:
+			if r.obs != nil {
+				r.timedOut(answered, c.opts.Clock.Now())
+			}
 			for i, ok := range answered {
 				if !ok {
 					t.add(outFailed, 0)
