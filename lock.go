@@ -13,8 +13,9 @@ import (
 type Lock struct {
 	c     *Client
 	key   string
-	token string
-	fence int64 // with Options.Fencing, else 0
+	token string // an owner's lock: its hold's id
+	owner string // the owner's head (ownerHead), or "" for a lock without owner
+	fence int64  // with Options.Fencing, else 0
 
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
@@ -117,8 +118,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
+	r := c.start(ctx, l.extendStep(ttl))
 	l.lastRound, ob.r = r, r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -162,11 +162,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	req := stepRequest{step: stepAcquire, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
-	if l.fence > 0 {
-		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
-	}
+	req := acquireStep(l.key, l.owner, l.token, ttl, l.fence)
+	req.after, req.need = r, r.lacks
 	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
 }
 
@@ -204,7 +201,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	var o *offer
 	capped := false
 	args := []any{l.token}
-	if !expired && !c.opts.Fencing {
+	if !expired && !c.opts.Fencing && l.owner == "" {
 		if o, capped = c.queues.claim(l.key); o != nil {
 			handed, token := l.handoff(ctx, o)
 			if handed {
@@ -217,8 +214,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
-		after: l.lastRound, mustLand: true})
+	req := releaseStep(l.key, l.owner, args...)
+	req.after, req.mustLand = l.lastRound, true
+	r := c.start(ctx, req)
 	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue

@@ -15,6 +15,7 @@ type tally struct {
 	quorumIn                    time.Duration // how long until a majority had answered (0: never)
 	refused                     int           // of no: refusals by a fencing counter
 	high                        int64         // the largest counter a node reported (fencing steps)
+	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold)
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -25,6 +26,10 @@ func (t *tally) add(o outcome, v int64) {
 	switch o {
 	case outYes:
 		t.yes++
+		if t.yes == 1 || v < t.yesLow {
+			t.yesLow = v
+		}
+		t.yesHigh = max(t.yesHigh, v)
 	case outNo:
 		t.no++
 	case outRefused:
@@ -80,6 +85,7 @@ type roundCall struct {
 	// out is what the node answered. It is written before the reply is sent and before
 	// done is closed: read it only for a node whose reply gather received, or after done.
 	out outcome
+	val int64 // the reply's value, written with out
 
 	// Guarded by the node's sender mutex:
 	delivered bool      // the call has returned
@@ -96,7 +102,7 @@ func (r *round) finished() {
 
 // answer records node i's outcome and delivers its reply.
 func (r *round) answer(i int, out outcome, v int64, err error) {
-	r.calls[i].out = out
+	r.calls[i].out, r.calls[i].val = out, v
 	r.replies <- reply{node: i, out: out, val: v, err: err}
 }
 

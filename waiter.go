@@ -72,7 +72,7 @@ func (w *waiter) pass() (*Lock, error) {
 	}
 	w.seen = wakes
 	now := c.opts.Clock.Now()
-	held := t.heldHere(now) // a lock of this Client holds the key until then
+	held := t.heldHere(now, w.owner()) // a lock of this Client holds the key until then
 	switch {
 	case w.waitFirst:
 	case held.IsZero():
@@ -119,7 +119,7 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 	c, t := w.c, w.t
 	var o *offer // a Release of this Client may hand the lock off directly
 	var handed <-chan *Lock
-	if !c.opts.Fencing {
+	if !c.opts.Fencing && w.owner() == "" { // a handoff gives a lock without owner
 		o = t.offer(w.ttl)
 		handed = o.got
 	}
