@@ -69,7 +69,8 @@ func TestReviewDAcquireCountsAttempts(t *testing.T) {
 
 // TestReviewDAcquireExits: every way a waiting Acquire ends leaves its queue and says
 // why. A waiter behind the head whose ctx ends gets ErrNotAcquired with ctx's error
-// (no attempt of its own); the head whose ctx ends keeps its last attempt's class; a
+// (no attempt of its own); the head whose ctx ends keeps its last attempt's class (or that of the attempt the
+// cancel cut short); a
 // successful Acquire after a release leaves the queue too; Close ends the rest with
 // ErrClosed. Afterwards no waiter is queued and no goroutine is left (goleak).
 func TestReviewDAcquireExits(t *testing.T) {
@@ -122,8 +123,14 @@ func TestReviewDAcquireExits(t *testing.T) {
 	waitFor(t, func() bool { return client.Waiting("exits") == 1 })
 	endHead()
 	err = <-headErr
-	if !errors.As(err, &qe) || !errors.Is(err, redlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) || qe.Refused < qe.Needed {
-		t.Fatalf("head, ctx ended: %v; want its last attempt (refused by a majority) with Canceled", err)
+	// The cancel finds the head asleep after a refused attempt, or (under load, often)
+	// inside its next attempt, whose replies are then not all in: either way the
+	// error is ErrNotAcquired with Canceled, and never a failure.
+	if !errors.As(err, &qe) || !errors.Is(err, redlock.ErrNotAcquired) || !errors.Is(err, context.Canceled) || qe.Failed != 0 {
+		t.Fatalf("head, ctx ended: %v; want ErrNotAcquired with Canceled and no failed node", err)
+	}
+	if cut := qe.Agreed+qe.Refused < qe.Nodes; qe.Refused < qe.Needed && !cut {
+		t.Fatalf("head, ctx ended: %v; want its last attempt refused by a majority, or an attempt cut short", err)
 	}
 	waitFor(t, func() bool { return client.Waiting("exits") == 0 })
 
