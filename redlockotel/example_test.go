@@ -3,8 +3,14 @@ package redlockotel_test
 import (
 	"context"
 	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -48,4 +54,46 @@ func ExampleNew() {
 	// Output:
 	// redlock.acquire.duration (s): 1 value, outcome ok
 	// redlock.locks.held ({lock}): 0
+}
+
+// The wiring docs/observability.md shows (TestDocShowsWiring keeps the two the same):
+// metrics to Prometheus through the OpenTelemetry exporter, spans to the global tracer
+// provider, log lines to a slog handler. It needs the nodes of the README's quick start.
+func Example_wiring() {
+	// Metrics: an OpenTelemetry meter provider whose reader is the Prometheus exporter,
+	// registered on the default Prometheus registry, which promhttp.Handler serves.
+	exporter, err := otelprom.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	defer mp.Shutdown(context.Background())
+	http.Handle("/metrics", promhttp.Handler())
+	go http.ListenAndServe("127.0.0.1:9464", nil)
+
+	// Spans go to the global tracer provider (otel.SetTracerProvider), as nothing else
+	// is given; WithKeys(true) would add the lock keys to metrics and spans.
+	obs, err := redlockotel.New(redlockotel.WithMeterProvider(mp))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := redlock.NewFromURLs([]string{
+		"redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
+		"redis://127.0.0.1:7004", "redis://127.0.0.1:7005",
+	}, redlock.Options{
+		Observer: obs,
+		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	// Pass the request's context: each step's span becomes a child of its span.
+	ctx := context.Background()
+	lock, err := client.Acquire(ctx, "report:2026-12", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(ctx)
 }
