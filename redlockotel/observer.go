@@ -66,11 +66,17 @@ type Observer struct {
 	tracer trace.Tracer
 	keys   bool
 	m      instruments
-	// Measurement options made once, for the attribute sets that do not involve keys:
-	// byOutcome[o] and extendBy[renewal][o].
+	// Measurement options made once, for the attribute sets that do not involve keys
+	// (building them per event costs allocations): none, byOutcome[o],
+	// extendBy[renewal][o] and lostBy[op].
+	none      metric.MeasurementOption
 	byOutcome [numOutcomes]metric.MeasurementOption
 	extendBy  [2][numOutcomes]metric.MeasurementOption
+	lostBy    [numOps]metric.MeasurementOption
 }
+
+// numOps bounds the redlock.Op values this package knows by name.
+const numOps = int(redlock.OpKeepAlive) + 1
 
 // numOutcomes bounds the redlock.Outcome values this package knows by name.
 const numOutcomes = int(redlock.OutcomeUnavailable) + 1
@@ -94,6 +100,10 @@ func New(opts ...Option) (*Observer, error) {
 	if err := o.m.init(cfg.mp.Meter(ScopeName)); err != nil {
 		return nil, fmt.Errorf("redlockotel: %w", err)
 	}
+	o.none = metric.WithAttributeSet(*attribute.EmptySet())
+	for i := range numOps {
+		o.lostBy[i] = metric.WithAttributeSet(attribute.NewSet(AttrOp.String(redlock.Op(i).String())))
+	}
 	for i := range numOutcomes {
 		out := attribute.String(string(AttrOutcome), redlock.Outcome(i).String())
 		o.byOutcome[i] = metric.WithAttributeSet(attribute.NewSet(out))
@@ -113,8 +123,10 @@ func (o *Observer) Observe(ctx context.Context, e redlock.Event) {
 // record updates the metrics for e.
 func (o *Observer) record(ctx context.Context, e *redlock.Event) {
 	var key []attribute.KeyValue
+	plain := o.none // the options of the instruments that have no attribute but the key
 	if o.keys {
 		key = []attribute.KeyValue{AttrKey.String(e.Key)}
+		plain = metric.WithAttributes(key...)
 	}
 	m := &o.m
 	switch e.Op {
@@ -125,23 +137,23 @@ func (o *Observer) record(ctx context.Context, e *redlock.Event) {
 			m.acquireAttempts.Record(ctx, int64(e.Attempts), by)
 		}
 		if e.Outcome == redlock.OutcomeOK {
-			m.held.Add(ctx, 1, metric.WithAttributes(key...))
+			m.held.Add(ctx, 1, plain)
 		}
 	case redlock.OpExtend:
 		m.extendDuration.Record(ctx, e.Duration.Seconds(), o.extendOpt(e, key))
 	case redlock.OpRelease:
 		if e.Handoff && e.Outcome == redlock.OutcomeOK {
-			m.handoffs.Add(ctx, 1, metric.WithAttributes(key...))
+			m.handoffs.Add(ctx, 1, plain)
 		}
 	}
 	if e.Ended {
-		m.held.Add(ctx, -1, metric.WithAttributes(key...))
+		m.held.Add(ctx, -1, plain)
 		if e.Lost {
-			m.lost.Add(ctx, 1, metric.WithAttributes(append(key, AttrOp.String(e.Op.String()))...))
+			m.lost.Add(ctx, 1, o.lostOpt(e, key))
 		}
 	}
 	if e.FenceRefusals > 0 {
-		m.fenceRefusals.Add(ctx, int64(e.FenceRefusals), metric.WithAttributes(key...))
+		m.fenceRefusals.Add(ctx, int64(e.FenceRefusals), plain)
 	}
 	for _, n := range e.Nodes {
 		if n.Result != redlock.ResultFailed {
@@ -159,6 +171,14 @@ func (o *Observer) outcomeOpt(e *redlock.Event, key []attribute.KeyValue) metric
 		return o.byOutcome[e.Outcome]
 	}
 	return metric.WithAttributes(append(key, AttrOutcome.String(e.Outcome.String()))...)
+}
+
+// lostOpt returns the attributes of a lost lock's count.
+func (o *Observer) lostOpt(e *redlock.Event, key []attribute.KeyValue) metric.MeasurementOption {
+	if key == nil && int(e.Op) < numOps {
+		return o.lostBy[e.Op]
+	}
+	return metric.WithAttributes(append(key, AttrOp.String(e.Op.String()))...)
 }
 
 // extendOpt returns the attributes of an Extend's measurement.

@@ -10,14 +10,34 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
+// clientKind is the kind of every span: a call out to the nodes.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
+// spanName returns the name of op's span.
+func spanName(op redlock.Op) string {
+	switch op {
+	case redlock.OpAcquire:
+		return "redlock.acquire"
+	case redlock.OpExtend:
+		return "redlock.extend"
+	case redlock.OpRelease:
+		return "redlock.release"
+	case redlock.OpKeepAlive:
+		return "redlock.keepalive"
+	}
+	return "redlock." + op.String()
+}
+
 // span records e as a span in ctx's trace, from e.Start to e.Start + e.Duration, with
 // one span event per node reply.
 func (o *Observer) span(ctx context.Context, e *redlock.Event) {
-	_, sp := o.tracer.Start(ctx, "redlock."+e.Op.String(), trace.WithTimestamp(e.Start),
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(o.spanAttrs(e)...))
+	// The attributes are set after the start, so that a span not recorded (no tracer
+	// provider, or not sampled) costs no attribute list: a sampler sees none of them.
+	_, sp := o.tracer.Start(ctx, spanName(e.Op), trace.WithTimestamp(e.Start), clientKind)
 	if !sp.IsRecording() {
 		return
 	}
+	sp.SetAttributes(o.spanAttrs(e)...)
 	end := e.Start.Add(e.Duration)
 	for _, n := range e.Nodes {
 		at := end // a pending node had not answered when the step was decided
