@@ -105,7 +105,7 @@ func New(opts ...Option) (*Observer, error) {
 		o.lostBy[i] = metric.WithAttributeSet(attribute.NewSet(AttrOp.String(redlock.Op(i).String())))
 	}
 	for i := range numOutcomes {
-		out := attribute.String(string(AttrOutcome), redlock.Outcome(i).String())
+		out := AttrOutcome.String(redlock.Outcome(i).String())
 		o.byOutcome[i] = metric.WithAttributeSet(attribute.NewSet(out))
 		for r, renewal := range []bool{false, true} {
 			o.extendBy[r][i] = metric.WithAttributeSet(attribute.NewSet(out, AttrRenewal.Bool(renewal)))

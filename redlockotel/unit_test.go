@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/redlockotel"
@@ -64,5 +67,33 @@ func TestKeepAliveLossCounted(t *testing.T) {
 	}
 	if n := sum(t, rm, redlockotel.MetricLocksHeld, nil); n != 0 {
 		t.Errorf("locks held: %d", n)
+	}
+}
+
+// TestDefaultsAreTheGlobals: without provider options, New records on the global meter
+// and tracer providers as they are when it is called.
+func TestDefaultsAreTheGlobals(t *testing.T) {
+	prevMP, prevTP := otel.GetMeterProvider(), otel.GetTracerProvider()
+	defer func() {
+		otel.SetMeterProvider(prevMP)
+		otel.SetTracerProvider(prevTP)
+	}()
+	reader, spans := sdkmetric.NewManualReader(), tracetest.NewSpanRecorder()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	obs, err := redlockotel.New(redlockotel.WithMeterProvider(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.Observe(context.Background(), redlock.Event{Op: redlock.OpAcquire, Start: time.Now(), Attempts: 1})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if n := sum(t, rm, redlockotel.MetricLocksHeld, nil); n != 1 {
+		t.Errorf("locks held on the global meter provider: %d", n)
+	}
+	if got := spans.Ended(); len(got) != 1 || got[0].Name() != "redlock.acquire" {
+		t.Errorf("spans on the global tracer provider: %v", got)
 	}
 }
