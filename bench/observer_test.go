@@ -6,7 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/redlockotel"
 	"github.com/redlock-go/redlock/redlocktest"
 )
 
@@ -40,11 +44,24 @@ var observerCases = []struct {
 }{
 	{"off", func() redlock.Observer { return nil }},
 	{"on", func() redlock.Observer { return &countingObserver{} }},
+	{"otel", otelObserver},
+}
+
+// otelObserver returns the OpenTelemetry Observer (redlockotel) as a program that
+// exports metrics has it: an SDK meter provider whose reader keeps the data in memory
+// until collected, and no tracer provider (spans off).
+func otelObserver() redlock.Observer {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	obs, err := redlockotel.New(redlockotel.WithMeterProvider(mp), redlockotel.WithTracerProvider(tracenoop.NewTracerProvider()))
+	if err != nil {
+		panic(err)
+	}
+	return obs
 }
 
 // BenchmarkObserver: the uncontended workload of this library (G goroutines, a fresh
 // key per acquire-release cycle, N=3) with Options.Observer unset and set to a
-// counting Observer, alternating; b.N is the number of cycles. Compare with
+// counting Observer, and to redlockotel's Observer (obs=otel), alternating; b.N is the number of cycles. Compare with
 // benchstat -col /obs: the cost of the hook is the cycles/s ratio on/off.
 func BenchmarkObserver(b *testing.B) {
 	for _, g := range []int{1, 8} {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stress.sh: hunt flaky tests. Builds the race-enabled test binaries of the packages
-# that start redis-server (the root package, cmd/redlock, redlocktest, cmd/redlock/safety;
-# through go.work, one command builds packages of every module), then
+# that start redis-server (the root package, cmd/redlock, redlocktest, cmd/redlock/safety,
+# redlockotel; through go.work, one command builds packages of every module), then
 # runs each RUNS times in turn while LOAD busy loops take CPU away, as a loaded CI
 # machine does. Prints one line per run and the failing tests of each failed run;
 # exits 1 if any run failed. The busy loops are stopped by PID on every exit.
@@ -12,7 +12,7 @@ set -euo pipefail
 
 RUNS=${RUNS:-5}
 LOAD=${LOAD:-1}
-PKGS=${PKGS:-". ./cmd/redlock ./redlocktest ./cmd/redlock/safety"}
+PKGS=${PKGS:-". ./cmd/redlock ./redlocktest ./cmd/redlock/safety ./redlockotel"}
 RUN=${RUN:-.}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
