@@ -24,7 +24,7 @@ check:
 	GOWORK=off go vet ./...
 	for m in $(MODULES); do (cd $$m && go vet ./...) || exit 1; done
 
-# The release path of docs/design.md ("Modules"): the library, redlocktest and the CLI
+# The release path of docs/design.md ("Modules"): the library, redlocktest, redlockotel and the CLI
 # packed from the working tree into a module proxy on disk at one version, then
 # `go install .../cmd/redlock@VERSION` from it outside any workspace (tools/install-check.py).
 .PHONY: install-check

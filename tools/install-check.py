@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """install-check: shows that `go install github.com/redlock-go/redlock/cmd/redlock@VERSION`
-works once the three modules are released, without publishing anything.
+works once the modules it needs are released, without publishing anything.
 
-It packs the root module, redlocktest and cmd/redlock from the working tree (the files
+It packs the root module, redlocktest, redlockotel (the CLI's --metrics-addr uses it)
+and cmd/redlock from the working tree (the files
 git tracks) into a module proxy on the local disk, at one made-up version, with their
 requirements on each other set to that version (the release steps of docs/design.md,
 "Modules"), then runs `go install ...@VERSION` against that proxy, outside any
@@ -14,7 +15,8 @@ import json, os, re, shutil, subprocess, sys, tempfile, zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = "github.com/redlock-go/redlock"
-MODULES = {"": BASE, "redlocktest": BASE + "/redlocktest", "cmd/redlock": BASE + "/cmd/redlock"}
+MODULES = {"": BASE, "redlocktest": BASE + "/redlocktest", "redlockotel": BASE + "/redlockotel",
+           "cmd/redlock": BASE + "/cmd/redlock"}
 PLACEHOLDER = "v0.0.0-00010101000000-000000000000"
 
 
@@ -84,8 +86,9 @@ def main():
                    GOMODCACHE=os.path.join(work, "modcache"), GOBIN=os.path.join(work, "bin"))
         pack(proxy, "", BASE, version)
         pack(proxy, "redlocktest", MODULES["redlocktest"], version, sums(proxy, env, version, [BASE]))
+        pack(proxy, "redlockotel", MODULES["redlockotel"], version, sums(proxy, env, version, [BASE]))
         pack(proxy, "cmd/redlock", MODULES["cmd/redlock"], version,
-             sums(proxy, env, version, [BASE, MODULES["redlocktest"]]))
+             sums(proxy, env, version, [BASE, MODULES["redlocktest"], MODULES["redlockotel"]]))
         if subprocess.run(["go", "install", f"{MODULES['cmd/redlock']}@{version}"], env=env, cwd=work).returncode:
             sys.exit(f"install-check: go install {MODULES['cmd/redlock']}@{version} failed (above)")
         out = subprocess.run([os.path.join(work, "bin", "redlock"), "--help"], capture_output=True, text=True)

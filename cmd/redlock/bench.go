@@ -40,6 +40,8 @@ type benchConfig struct {
 	ttl      time.Duration
 	hold     time.Duration
 	prefix   string
+	metrics  string           // --metrics-addr
+	observer redlock.Observer // the Clients', for --metrics-addr; nil without
 }
 
 // runBench is the bench subcommand.
@@ -51,6 +53,7 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	fs.DurationVar(&cfg.ttl, "ttl", 8*time.Second, "the locks' TTL")
 	fs.DurationVar(&cfg.hold, "hold", 100*time.Microsecond, "how long the hot key's holder keeps it, spinning (0 to 100ms)")
 	fs.StringVar(&cfg.prefix, "prefix", "redlock-bench", "the prefix of every key the benchmark writes")
+	addMetricsFlag(fs, &cfg.metrics)
 	pos, done, code := fs.parse(e, args, true)
 	if done {
 		return code
@@ -59,6 +62,12 @@ func runBench(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return reportSetup(e, "bench", err, exitError)
 	}
+	m, err := startMetrics(e, "bench", cfg.metrics)
+	if err != nil {
+		return reportSetup(e, "bench", err, exitError)
+	}
+	defer m.close()
+	cfg.observer = m.observer()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -187,7 +196,7 @@ type benchRow struct {
 
 // run runs the three workloads, each on a Client of its own over specs.
 func (cfg *benchConfig) run(ctx context.Context, e *env, specs []nodeSpec) ([]benchRow, error) {
-	opts := redlock.Options{NodeTimeout: cfg.conn.nodeTimeout, DriftFactor: cfg.conn.driftFactor}
+	opts := redlock.Options{NodeTimeout: cfg.conn.nodeTimeout, DriftFactor: cfg.conn.driftFactor, Observer: cfg.observer}
 	run := randomTag()
 	type workload struct {
 		name string

@@ -34,6 +34,7 @@ type demoConfig struct {
 	phase       time.Duration
 	ttl         time.Duration
 	redisServer bool
+	metricsAddr string
 }
 
 // runDemo is the demo subcommand.
@@ -44,6 +45,7 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	fs.DurationVar(&cfg.phase, "phase", 3*time.Second, "length of each of the four phases (0.5s to 1m)")
 	fs.DurationVar(&cfg.ttl, "ttl", time.Second, "the lock's TTL (100ms to 10s)")
 	fs.BoolVar(&cfg.redisServer, "redis-server", false, "run real redis-server processes (from PATH) instead of in-process nodes")
+	addMetricsFlag(fs, &cfg.metricsAddr)
 	pos, done, code := fs.parse(e, args, true)
 	if done {
 		return code
@@ -58,13 +60,17 @@ func runDemo(ctx context.Context, e *env, args []string) int {
 	case cfg.ttl < 100*time.Millisecond || cfg.ttl > 10*time.Second || cfg.ttl%time.Millisecond != 0:
 		return reportSetup(e, "demo", usagef("--ttl %v outside 100ms..10s (whole milliseconds)", cfg.ttl), exitError)
 	}
+	m, err := startMetrics(e, "demo", cfg.metricsAddr)
+	if err != nil {
+		return reportSetup(e, "demo", err, exitError)
+	}
+	defer m.close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d := &demo{cfg: cfg, w: e.out(), live: isTerminal(e.stdout)}
+	d := &demo{cfg: cfg, w: e.out(), live: isTerminal(e.stdout), observer: m.observer()}
 	// The nodes are the demo's: d.close stops them (redis-server processes by PID) when
 	// d.run returns, also after an interrupt or an error.
-	err := d.run(ctx)
-	err = errors.Join(err, d.close())
+	err = errors.Join(d.run(ctx), d.close())
 	switch {
 	case ctx.Err() != nil:
 		fmt.Fprintln(d.w, "\ninterrupted; everything the demo started is stopped")
@@ -114,10 +120,11 @@ type phaseStats struct {
 
 // demo is one run of the demo.
 type demo struct {
-	cfg   demoConfig
-	w     io.Writer
-	live  bool
-	nodes []demoNode
+	cfg      demoConfig
+	w        io.Writer
+	live     bool
+	nodes    []demoNode
+	observer redlock.Observer // the workers' Clients', for --metrics-addr; nil without
 
 	// gate lets the controller change phases between attempts: workers hold it shared
 	// for the length of one attempt, the controller exclusively while it kills or
@@ -173,7 +180,7 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		// Each worker is its own client with its own connections, as separate processes
 		// would be. The node timeout is generous: the demo's nodes share this machine.
-		c, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 100 * time.Millisecond, Fencing: true})
+		c, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 100 * time.Millisecond, Fencing: true, Observer: d.observer})
 		if err != nil {
 			for _, r := range rdbs {
 				_ = r.Close()

@@ -71,6 +71,8 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
 	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
 	leftovers := fs.String("leftovers", leftoversWait, "what happens to processes the command leaves running when it exits,\nbefore the lock is released: wait (for them to end) or kill (SIGTERM, SIGKILL after --grace)")
+	var metricsAddr string
+	addMetricsFlag(fs, &metricsAddr)
 	pos, done, code := fs.parse(e, args, false)
 	if done {
 		return code
@@ -88,6 +90,14 @@ func runExec(ctx context.Context, e *env, args []string) int {
 		}
 		return reportSetup(e, "exec", err, exitExecFailure)
 	}
+	// Served from before the acquire until after the release; a listen error stops
+	// exec before it takes the lock.
+	m, err := startMetrics(e, "exec", metricsAddr)
+	if err != nil {
+		return reportSetup(e, "exec", err, exitExecFailure)
+	}
+	defer m.close()
+	cfg.opts.Observer = m.observer()
 	return execute(ctx, e, cfg)
 }
 
