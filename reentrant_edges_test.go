@@ -1,0 +1,312 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Edge cases of reentrant locks found by an adversarial review of #13 §1: owner
+// strings that look like the key's own format, a handoff that meets an owner's key,
+// late copies of a hold's acquire after the hold ended, and holds of one owner
+// released and taken on several Clients at once while other owners try.
+
+// TestReentrantOddOwners: owners that contain the separators of the key's format, look
+// like another owner's head, a bare token or a fencing token, are not UTF-8, or are
+// long, are each their own owner: while one holds the key every other one, and a lock
+// without owner, finds it held, and its failed attempt leaves the holder's key as it
+// was. Lock.Owner gives each back exactly.
+func TestReentrantOddOwners(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	other := c.newClient(redlock.Options{})
+	ctx := t.Context()
+	plain, err := c.client.Acquire(ctx, "bare", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Release(ctx)
+	owners := []string{
+		"a", "a|", "a|b", "|", ":", "1:a|", "owner 1:a|", ownerHead("a|"), "#1|", "a\n",
+		"\xff\xfe\x00z", "\x00", strings.Repeat("x", 64<<10), strings.Repeat("x", 64<<10+1),
+		plain.Token(), // an owner equal to a bare token held on another key
+	}
+	for i, p := range owners {
+		held, err := c.client.Acquire(redlock.WithOwner(ctx, p), "k", 10*time.Second)
+		if err != nil {
+			t.Fatalf("owner %d: %v", i, err)
+		}
+		if held.Owner() != p {
+			t.Errorf("owner %d: Owner() = %.40q, want %.40q", i, held.Owner(), p)
+		}
+		held.WaitForCalls()
+		before := c.values("k")
+		for j, q := range owners {
+			if j != i {
+				wantHeldElsewhere(t, redlock.WithOwner(ctx, q), other, fmt.Sprintf("owner %d while owner %d holds", j, i), "k")
+			}
+		}
+		wantHeldElsewhere(t, ctx, other, fmt.Sprintf("a lock without owner while owner %d holds", i), "k")
+		if got := c.values("k"); !slices.Equal(got, before) {
+			t.Errorf("owner %d's key changed while others tried: %.80q, then %.80q", i, before, got)
+		}
+		// The owner's own hold from the other Client joins it.
+		again, err := other.TryAcquire(redlock.WithOwner(ctx, p), "k", 10*time.Second)
+		if err != nil {
+			t.Fatalf("owner %d again from another Client: %v", i, err)
+		}
+		for _, l := range []*redlock.Lock{again, held} {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l.WaitForCalls()
+		}
+		c.wantValues("k", "", "", "")
+	}
+	// A bare token that equals an owner's head does not exist (tokens are UUIDs), but
+	// the owner-less scripts must leave an owner's key alone whatever its value.
+	x, err := c.client.Acquire(redlock.WithOwner(ctx, plain.Token()), "bare2", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantHeldElsewhere(t, ctx, other, "a lock without owner", "bare2")
+	if err := x.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantHandoffMeetsOwnersKey: a lock without owner handed off inside one Client
+// on a bare majority leaves alone the node where an owner's key is (a late copy of a
+// hold's acquire put it there): the handoff does not overwrite it, and the next
+// holder's release does not delete it.
+func TestReentrantHandoffMeetsOwnersKey(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	stale := ownerHead("x") + "0b5f1c1e-0000-4000-8000-000000000000|"
+	if err := c.admin[2].Set(ctx, "k", stale, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c.client, "k", 10*time.Second)
+	eventually(t, "the waiter's offer", func() bool { return c.client.Offered("k") })
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := wantResult(t, "the waiter", waiter).lock
+	w.WaitForCalls()
+	c.wantValues("k", w.Token(), w.Token(), stale)
+	if ttl := c.admin[2].PTTL(ctx, "k").Val(); ttl < 50*time.Second {
+		t.Errorf("the owner's key on node 3 has %v left, want about a minute", ttl)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w.WaitForCalls()
+	c.wantValues("k", "", "", stale)
+}
+
+// TestReentrantLateAcquireCopyBound pins what a late copy of an ended hold's acquire
+// costs: it puts the hold back on the nodes it reaches, and no release removes it
+// again (the hold's release came first). Other owners are kept out there, but only
+// for a bounded time: until the end of the TTL of the owner's last call on those
+// nodes (the copy's own, or a later hold's, which raises the shared TTL). It never
+// gives two owners the key at once: the copy only makes the key present.
+func TestReentrantLateAcquireCopyBound(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	c := &cluster{t: t, servers: servers}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	rec := &recorder{}
+	a, err := redlock.New(rec.clients(servers), redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	other := c.newClient(redlock.Options{RetryDelay: redlock.ExponentialJitter(5*time.Millisecond, 20*time.Millisecond)})
+	ctx := t.Context()
+	x, y := redlock.WithOwner(ctx, "x"), redlock.WithOwner(ctx, "y")
+	h1, err := a.Acquire(x, "k", 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+	c.wantValues("k", "", "", "")
+
+	sources := scriptSources(t)
+	var copies []sentCall
+	for _, call := range rec.sent() {
+		src := sources[fmt.Sprint(call.args[1])]
+		if call.node < 2 && strings.HasPrefix(src, "-- reentrant_acquire.lua") && slices.Contains(call.args, any(h1.Token())) {
+			copies = append(copies, call)
+		}
+	}
+	if len(copies) != 2 {
+		t.Fatalf("found %d calls of h1's acquire to nodes 1 and 2, want 2", len(copies))
+	}
+	for _, call := range copies {
+		c.deliverAgain(call, sources)
+	}
+	wantHeldElsewhere(t, y, other, "owner y after late copies of x's ended hold", "k")
+
+	// Owner x takes the key again from another Client and releases it: the late hold
+	// stays on nodes 1 and 2, now with the TTL of this later hold.
+	start := time.Now()
+	h2, err := other.Acquire(x, "k", 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2.WaitForCalls()
+	for i := range 2 {
+		if ids, _ := c.holds(i, "k", "x"); !slices.Equal(ids, []string{h1.Token()}) {
+			t.Fatalf("node %d lists %q, want only the late copy's hold %s", i+1, ids, h1.Token())
+		}
+		if ttl := c.admin[i].PTTL(ctx, "k").Val(); ttl <= 500*time.Millisecond {
+			t.Errorf("node %d: %v left, want the later hold's TTL (1.5 s) to have raised it", i+1, ttl)
+		}
+	}
+	wantHeldElsewhere(t, y, other, "owner y after x released every hold it knows of", "k")
+
+	// The bound: y gets the key once the TTL of x's last call has run out there.
+	wctx, cancel := context.WithTimeout(y, 5*time.Second)
+	defer cancel()
+	got, err := other.Acquire(wctx, "k", time.Second)
+	if err != nil {
+		t.Fatalf("owner y, after x's last TTL: %v", err)
+	}
+	if waited := time.Since(start); waited > 1500*time.Millisecond+500*time.Millisecond {
+		t.Errorf("owner y got the key %v after x's last hold began, want at most its TTL (1.5 s) and a retry", waited)
+	}
+	got.WaitForCalls()
+	before := c.values("k")
+	for _, call := range copies { // and copies arriving now do nothing to y's key
+		c.deliverAgain(call, sources)
+	}
+	c.wantValues("k", before...)
+	if err := got.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReentrantHoldsRaceOtherOwners: holds of owner x are taken (nested) and released
+// by goroutines on two Clients at once, so releases of one hold race acquires of
+// another on every node, while owner y and locks without owner try for the key on two
+// more Clients. No grant of y or of a lock without owner may overlap a hold of x or
+// each other, and at the end the nodes are empty.
+func TestReentrantHoldsRaceOtherOwners(t *testing.T) {
+	opts := redlock.Options{RetryDelay: redlock.ExponentialJitter(time.Millisecond, 4*time.Millisecond)}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	xs := []*redlock.Client{c.client, c.newClient(opts)}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	// inside counts the valid grants per kind: x, y, without owner.
+	var inside [3]atomic.Int64
+	var overlaps atomic.Int64
+	enter := func(kind int) {
+		inside[kind].Add(1)
+		for k := range inside {
+			if k != kind && inside[k].Load() != 0 || k == kind && kind != 0 && inside[k].Load() != 1 {
+				overlaps.Add(1)
+				cancel() // one is enough: stop everyone
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+		cancel()
+	}
+	hold := func(client *redlock.Client, ctx context.Context, kind int) *redlock.Lock {
+		l, err := client.Acquire(ctx, "k", 10*time.Second)
+		if err != nil {
+			fail(err)
+			return nil
+		}
+		enter(kind)
+		return l
+	}
+	release := func(l *redlock.Lock, kind int) bool {
+		inside[kind].Add(-1)
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			fail(err)
+			return false
+		}
+		return true
+	}
+	const rounds = 60
+	xCtx := redlock.WithOwner(ctx, "x")
+	var xDone atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer xDone.Add(1)
+			for i := range rounds {
+				outer := hold(xs[g%2], xCtx, 0)
+				if outer == nil {
+					return
+				}
+				inner := hold(xs[(g+i)%2], xCtx, 0) // the other Client every other round
+				if inner == nil {
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+				if !release(inner, 0) || !release(outer, 0) {
+					return
+				}
+			}
+		}()
+	}
+	others := []*redlock.Client{c.newClient(opts), c.newClient(opts)}
+	for kind := 1; kind <= 2; kind++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			kctx := ctx
+			if kind == 1 {
+				kctx = redlock.WithOwner(ctx, "y")
+			}
+			for n := 0; n < 20 || xDone.Load() < 4; n++ {
+				l := hold(others[kind-1], kctx, kind)
+				if l == nil {
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+				if !release(l, kind) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping grants between owners", n)
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, cl := range append(xs, others...) {
+		cl.Close() // waits for every release call
+	}
+	c.wantValues("k", "", "", "")
+}
