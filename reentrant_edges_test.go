@@ -2,13 +2,17 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -408,4 +412,44 @@ func TestReentrantFencedLateCopyStartsNoOldLease(t *testing.T) {
 		}
 		h3.WaitForCalls()
 	}
+}
+
+// TestReentrantReleaseInTheLeaseLastMillisecond: a release that leaves holds keeps the
+// expiry by setting the key again with the TTL it reads. In the last millisecond of the
+// lease the node reads 0 ms left (the key is not expired yet while now equals its
+// expiry), and SET with PX 0 is an error: the release must still work there. The test
+// runs the script on a key with two holds, again and again, until the key expires.
+func TestReentrantReleaseInTheLeaseLastMillisecond(t *testing.T) {
+	a := redistest.Start(t, redistest.Options{}).Client()
+	ctx := t.Context()
+	src, err := os.ReadFile("scripts/reentrant_release.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := ownerHead("x")
+	value := head + "a|b|"
+	runs := 0
+	for try := 0; try < 5; try++ {
+		if err := a.Set(ctx, "k", value, 20*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for a.Exists(ctx, "k").Val() == 1 {
+			cmds, _ := a.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for range 100 {
+					p.SetArgs(ctx, "k", value, redis.SetArgs{Mode: "XX", KeepTTL: true})
+					p.Eval(ctx, string(src), []string{"k"}, head, "a")
+				}
+				return nil
+			})
+			for _, cmd := range cmds {
+				if ev, ok := cmd.(*redis.Cmd); ok {
+					runs++
+					if err := ev.Err(); err != nil && !errors.Is(err, redis.Nil) {
+						t.Fatalf("after %d releases, one in the lease's last millisecond failed: %v", runs, err)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d releases, none failed", runs)
 }
