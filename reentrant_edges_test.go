@@ -452,4 +452,14 @@ func TestReentrantReleaseInTheLeaseLastMillisecond(t *testing.T) {
 		}
 	}
 	t.Logf("%d releases, none failed", runs)
+	// A key without expiry (not one these scripts make) is not given one.
+	if err := a.Set(ctx, "k", value, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Eval(ctx, string(src), []string{"k"}, head, "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ttl := a.Get(ctx, "k").Val(), a.PTTL(ctx, "k").Val(); v != head+"b|" || ttl != -1 {
+		t.Fatalf("a release on a key without expiry left %q with TTL %v, want %q with none", v, ttl, head+"b|")
+	}
 }

@@ -34,8 +34,14 @@ if left ~= '' then
   -- Keep the expiry: inside a script the clock stands still on Redis 7, so PX PTTL
   -- sets the same instant (older servers can only move it later, never earlier). In
   -- the lease's last millisecond PTTL reads 0 (the key lives while now equals its
-  -- expiry) and PX 0 is an error: 1 ms more there shortens nothing.
-  redis.call('SET', KEYS[1], rest, 'PX', math.max(redis.call('PTTL', KEYS[1]), 1))
+  -- expiry) and PX 0 is an error: 1 ms more there shortens nothing. A key without
+  -- expiry (-1; these scripts never make one) keeps none.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl == -1 then
+    redis.call('SET', KEYS[1], rest)
+  else
+    redis.call('SET', KEYS[1], rest, 'PX', math.max(ttl, 1))
+  end
   return 1
 end
 redis.call('DEL', KEYS[1])
