@@ -463,3 +463,53 @@ func TestReentrantReleaseInTheLeaseLastMillisecond(t *testing.T) {
 		t.Fatalf("a release on a key without expiry left %q with TTL %v, want %q with none", v, ttl, head+"b|")
 	}
 }
+
+// TestReentrantNestedDo: a Do inside a Do of the same owner (the work's context
+// carries the owner) runs at once, on another Client too; the inner hold's renewals
+// keep it past its TTL, its release leaves the outer hold, and another owner finds the
+// key held throughout, until the outer Do returns.
+func TestReentrantNestedDo(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	inner := c.newClient(redlock.Options{NodeTimeout: 30 * time.Millisecond})
+	other := c.newClient(redlock.Options{})
+	ctx := t.Context()
+	y := redlock.WithOwner(ctx, "y")
+	err := c.client.Do(redlock.WithOwner(ctx, "x"), "k", time.Second, func(work context.Context) error {
+		if owner, _ := redlock.OwnerFrom(work); owner != "x" {
+			return fmt.Errorf("the work's context has owner %q, want x", owner)
+		}
+		err := inner.Do(work, "k", 600*time.Millisecond, func(work2 context.Context) error {
+			deadline := time.Now().Add(1200 * time.Millisecond) // past the inner TTL
+			for time.Now().Before(deadline) {
+				wantHeldElsewhere(t, y, other, "owner y during the inner Do", "k")
+				select {
+				case <-work2.Done():
+					return fmt.Errorf("the inner Do's work ended: %w", context.Cause(work2))
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			return nil
+		}, redlock.TryOnce())
+		if err != nil {
+			return fmt.Errorf("inner Do: %w", err)
+		}
+		for range 3 {
+			wantHeldElsewhere(t, y, other, "owner y after the inner Do", "k")
+			if work.Err() != nil {
+				return fmt.Errorf("the outer work ended with the inner Do: %w", context.Cause(work))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}, redlock.TryOnce())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := other.Acquire(y, "k", time.Second)
+	if err != nil {
+		t.Fatalf("owner y after the outer Do: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
