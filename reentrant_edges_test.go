@@ -214,7 +214,23 @@ func TestReentrantLateAcquireCopyBound(t *testing.T) {
 // more Clients. No grant of y or of a lock without owner may overlap a hold of x or
 // each other, and at the end the nodes are empty.
 func TestReentrantHoldsRaceOtherOwners(t *testing.T) {
-	opts := redlock.Options{RetryDelay: redlock.ExponentialJitter(time.Millisecond, 4*time.Millisecond)}
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) { raceOwners(t, fencing) })
+	}
+}
+
+// raceOwners is TestReentrantHoldsRaceOtherOwners with or without Options.Fencing. With
+// fencing, a grant of another holder than the previous grant's (x, y, or each lock
+// without owner) must also have a token above every token granted before it; holds of
+// x in a row may share one (or, where a release and an acquire of x crossed on the
+// nodes, differ: docs/reentrant.md).
+func raceOwners(t *testing.T, fencing bool) {
+	// Nodes get a second to answer: a Release that a loaded machine delays past the
+	// default node timeout fails with ErrUnavailable, which this test would report.
+	opts := redlock.Options{
+		RetryDelay:  redlock.ExponentialJitter(time.Millisecond, 4*time.Millisecond),
+		NodeTimeout: time.Second, Fencing: fencing,
+	}
 	c := newCluster(t, 3, redistest.Options{}, opts)
 	xs := []*redlock.Client{c.client, c.newClient(opts)}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -222,7 +238,10 @@ func TestReentrantHoldsRaceOtherOwners(t *testing.T) {
 	// inside counts the valid grants per kind: x, y, without owner.
 	var inside [3]atomic.Int64
 	var overlaps atomic.Int64
-	enter := func(kind int) {
+	var mu sync.Mutex
+	var errs []error
+	lastKind, maxTok := -1, uint64(0)
+	enter := func(kind int, tok uint64) {
 		inside[kind].Add(1)
 		for k := range inside {
 			if k != kind && inside[k].Load() != 0 || k == kind && kind != 0 && inside[k].Load() != 1 {
@@ -230,10 +249,15 @@ func TestReentrantHoldsRaceOtherOwners(t *testing.T) {
 				cancel() // one is enough: stop everyone
 			}
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if fencing && (kind != lastKind || kind != 0) && lastKind != -1 && tok <= maxTok {
+			errs = append(errs, fmt.Errorf("a grant of kind %d after kind %d got token %d, not above %d", kind, lastKind, tok, maxTok))
+			cancel()
+		}
+		lastKind, maxTok = kind, max(maxTok, tok)
 	}
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -246,7 +270,7 @@ func TestReentrantHoldsRaceOtherOwners(t *testing.T) {
 			fail(err)
 			return nil
 		}
-		enter(kind)
+		enter(kind, l.Fence())
 		return l
 	}
 	release := func(l *redlock.Lock, kind int) bool {
