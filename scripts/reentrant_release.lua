@@ -32,8 +32,16 @@ if string.match(left, '^#[0-9]+|') then
 end
 if left ~= '' then
   -- Keep the expiry: inside a script the clock stands still on Redis 7, so PX PTTL
-  -- sets the same instant (older servers can only move it later, never earlier).
-  redis.call('SET', KEYS[1], rest, 'PX', redis.call('PTTL', KEYS[1]))
+  -- sets the same instant (older servers can only move it later, never earlier). In
+  -- the lease's last millisecond PTTL reads 0 (the key lives while now equals its
+  -- expiry) and PX 0 is an error: 1 ms more there shortens nothing. A key without
+  -- expiry (-1; these scripts never make one) keeps none.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl == -1 then
+    redis.call('SET', KEYS[1], rest)
+  else
+    redis.call('SET', KEYS[1], rest, 'PX', math.max(ttl, 1))
+  end
   return 1
 end
 redis.call('DEL', KEYS[1])
