@@ -42,6 +42,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
+	if c.opts.Fair {
+		return c.fairAcquire(ctx, key, ttl)
+	}
 	w := c.newWaiter(ctx, key, ttl)
 	if !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
@@ -132,7 +135,11 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, _ := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl})
+		req := roundRequest{key: key, token: token, ttl: ttl}
+		if c.opts.Fair {
+			req.fair = fairTry // takes the key only if nobody is queued
+		}
+		lock, qe, _ := c.round(ctx, req)
 		return lock, qe, nil
 	}
 	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
@@ -191,10 +198,15 @@ type roundRequest struct {
 	// fence is the proposed fencing token with Options.Fencing (at least 1: the round
 	// runs the fenced acquire), else 0 (the plain acquire).
 	fence int64
+	// fair, with Options.Fair, is the waiter's queue entry (fairTry for TryAcquire).
+	fair *fairEntry
 }
 
 // stepRequest returns the acquire step that req sends to every node.
 func (req roundRequest) stepRequest() stepRequest {
+	if req.fair != nil {
+		return req.fair.stepRequest(req)
+	}
 	args := []any{req.token, req.ttl.Milliseconds()}
 	if req.fence == 0 {
 		return stepRequest{step: stepAcquire, keys: []string{req.key}, args: args}

@@ -15,6 +15,9 @@ type Lock struct {
 	key   string
 	token string
 	fence int64 // with Options.Fencing, else 0
+	// fairID, with Options.Fair, is the id of the queue entry that Release removes; ""
+	// for a lock that never queued.
+	fairID string
 
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
@@ -206,8 +209,11 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, stepRequest{step: stepRelease, keys: []string{l.key}, args: args,
-		after: l.lastRound, mustLand: true})
+	req := stepRequest{step: stepRelease, keys: []string{l.key}, args: args, after: l.lastRound, mustLand: true}
+	if l.fairID != "" {
+		req = l.fairRelease(req)
+	}
+	r := c.start(ctx, req)
 	l.lastRound = r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
