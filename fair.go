@@ -26,9 +26,23 @@ var (
 	fairReleaseLua string
 
 	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
-	stepFairAcquire = step{redis.NewScript(fairAcquireLua), yesOrNo, false}
+	stepFairAcquire = step{redis.NewScript(fairAcquireLua), fairReply, false}
 	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
 )
+
+// fairBehind is 2^40: fair_acquire.lua answers −(fairBehind − a) to a waiter with a
+// entries ahead of it, so a tally's high (its largest absolute value) tells the fewest
+// ahead on any node that answered.
+const fairBehind = 1 << 40
+
+// fairReply judges fair_acquire.lua: 1 took it, 0 (TryAcquire) or a negative number
+// (a waiter, see fairBehind) did not.
+func fairReply(v int64) outcome {
+	if v < 0 && v >= -fairBehind {
+		return outNo
+	}
+	return yesOrNo(v)
+}
 
 // DefaultFairLease is the lease of a waiter's queue entry when Options.FairLease is
 // zero: a waiter that died blocks the queue for at most about this long.
@@ -114,6 +128,13 @@ type fairWaiter struct {
 	*waiter
 	entry fairEntry
 	keys  []string
+	// ahead is how many entries were ahead of the waiter at its latest attempt, on the
+	// node that had the fewest: it attempts on a wake-up only once that many releases
+	// were announced since (every release takes one entry off the front), and
+	// otherwise when its lease is due for renewal (renewAt), so a release makes the
+	// next waiter attempt, not all of them.
+	ahead   int64
+	renewAt time.Time
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
@@ -154,10 +175,14 @@ func (w *fairWaiter) run() (*Lock, error) {
 		}
 	}
 	for {
-		wake, _ := w.t.woken() // before the attempt: a release during it is not missed
-		lock, err := w.attemptFair()
-		if lock != nil || err != nil {
-			return lock, err
+		// Taken before the attempt: a release during it is not missed.
+		wake, wakes := w.t.woken()
+		if !w.c.opts.Clock.Now().Before(w.renewAt) || wakes-w.seen >= uint64(w.ahead) {
+			w.seen = wakes
+			lock, err := w.attemptFair()
+			if lock != nil || err != nil {
+				return lock, err
+			}
 		}
 		if err := w.sleep(wake); err != nil {
 			return nil, err
@@ -198,7 +223,12 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 		c.inFlight.Done()
 		return nil, err
 	}
-	lock, qe, _ := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
+	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
+	w.ahead = 0
+	if t.high > 0 && t.high <= fairBehind {
+		w.ahead = fairBehind - t.high
+	}
+	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
 		c.cleanup(w.ctx, w.key, lock.token, lock.lastRound)
 		lock, qe = nil, nil
@@ -229,7 +259,10 @@ func (w *fairWaiter) failed(qe *QuorumError) error {
 // error is Acquire's (ctx ended, or the Client closed).
 func (w *fairWaiter) sleep(wake <-chan struct{}) error {
 	c := w.c
-	d := min(w.entry.lease/3, c.opts.RetryDelay(max(w.attempt-1, 1)))
+	d := w.period()
+	if !w.renewAt.IsZero() {
+		d = w.renewAt.Sub(c.opts.Clock.Now())
+	}
 	select {
 	case <-wake:
 	case <-c.opts.Clock.After(d):
@@ -239,6 +272,16 @@ func (w *fairWaiter) sleep(wake <-chan struct{}) error {
 		return w.stopped()
 	}
 	return nil
+}
+
+// period is how long after an attempt the next one is due at the latest: a third of
+// the lease, and for the head (which must notice a lock that expired, never
+// announced) at most the retry delay.
+func (w *fairWaiter) period() time.Duration {
+	if w.ahead > 0 {
+		return w.entry.lease / 3
+	}
+	return min(w.entry.lease/3, w.c.opts.RetryDelay(max(w.attempt-1, 1)))
 }
 
 // leave removes the waiter's entry from every node (fair_release.lua with no token),

@@ -102,7 +102,12 @@ type grants struct {
 // queued on every node (the queue then holds queuedAfter entries).
 func (g *grants) queueWaiter(ctx context.Context, c *cluster, key string, i int, hold time.Duration, queuedAfter int64) {
 	c.t.Helper()
-	client := c.newClient(fairOpts)
+	g.queue(ctx, c, c.newClient(fairOpts), key, i, hold, queuedAfter)
+}
+
+// queue is queueWaiter with a Client of the caller's.
+func (g *grants) queue(ctx context.Context, c *cluster, client *redlock.Client, key string, i int, hold time.Duration, queuedAfter int64) {
+	c.t.Helper()
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -396,5 +401,56 @@ func TestFairOptions(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): %v, want %q", tc.opts, err, tc.want)
 		}
+	}
+}
+
+// TestFairWakesOnlyTheNext: a release makes the next waiter attempt, not every waiter
+// (no thundering herd): eight queued Clients take the lock one after another with one
+// or two attempts per hand-over on each node, not 8 + 7 + ... + 1 = 36.
+func TestFairWakesOnlyTheNext(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	rec := &recorder{}
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 8
+	g := &grants{}
+	for i := 1; i <= waiters; i++ {
+		client, err := redlock.New(rec.clients(c.servers), fairOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		g.queue(ctx, c, client, "k", i, 2*time.Millisecond, int64(i))
+	}
+	before := len(rec.sent())
+	start := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+	took := time.Since(start)
+	attempts := 0
+	for _, call := range rec.sent()[before:] {
+		// fair_acquire.lua of a queued waiter: 4 keys, 5 arguments, a waiter id.
+		if call.node == 0 && len(call.args) == 12 && call.args[9] != "" {
+			attempts++
+		}
+	}
+	t.Logf("%d hand-overs in %v with %d attempts on node 1", waiters, took, attempts)
+	if took > 400*time.Millisecond {
+		t.Errorf("%d hand-overs took %v: a waiter missed its turn and waited for its renewal", waiters, took)
+	}
+	if !slices.Equal(g.order, []int{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Errorf("granted in order %v", g.order)
+	}
+	// One attempt per hand-over, and one more by the waiter after the next: the first
+	// holder got the key with no queue (and so no entry), so every waiter's count of
+	// those ahead is one short until its first wasted attempt corrects it. A few more
+	// for renewals and the head's polling.
+	if attempts > 2*waiters+4 {
+		t.Errorf("%d attempts on node 1 for %d hand-overs: waiters that are not next attempt too", attempts, waiters)
 	}
 }

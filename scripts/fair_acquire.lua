@@ -16,13 +16,17 @@
 --
 -- Entries whose lease ended are dropped first: a dead waiter blocks the queue for at
 -- most one lease after its last renewal. Returns 1 when the key now holds ARGV[1] (newly
--- set, or by this same token), 0 otherwise: the key is held by another token, or
--- another waiter is ahead. A lease, a TTL or the counter is only ever raised. A late
--- copy of a finished Acquire's call puts its entry back for at most one lease, and
--- can set the key with a dead token for at most its TTL, as acquire.lua's copies can.
+-- set, or by this same token); for a waiter that did not get it, −(2^40 − a), where a
+-- is the number of entries ahead of it (0: it is the head and another token holds the
+-- key), so that the client learns the fewest ahead on any node from the largest
+-- absolute value; 0 for a TryAcquire that did not get it. A lease, a TTL or the
+-- counter is only ever raised. A late copy of a finished Acquire's call puts its entry
+-- back for at most one lease, and can set the key with a dead token for at most its
+-- TTL, as acquire.lua's copies can.
 if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
 end
+local BEHIND = 1099511627776 -- 2^40: a waiter's reply is −(BEHIND − entries ahead)
 local key, queue, leases, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[3]
 local clock = redis.call('TIME')
@@ -52,8 +56,9 @@ else
       redis.call('PEXPIRE', k, 2 * lease)
     end
   end
-  if redis.call('ZRANGE', queue, 0, 0)[1] ~= id then
-    return 0
+  local ahead = redis.call('ZRANK', queue, id)
+  if ahead > 0 then
+    return -(BEHIND - ahead)
   end
 end
 if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -65,4 +70,7 @@ if redis.call('GET', key) == ARGV[1] then
   end
   return 1
 end
-return 0
+if id == '' then
+  return 0
+end
+return -BEHIND
