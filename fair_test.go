@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -36,14 +35,17 @@ func (c *cluster) queueLens(key string) []int64 {
 // waitQueued waits until key's queue holds n entries on every node.
 func (c *cluster) waitQueued(key string, n int64) {
 	c.t.Helper()
-	eventually(c.t, fmt.Sprintf("%d waiters queued on every node", n), func() bool {
-		for _, l := range c.queueLens(key) {
-			if l != n {
-				return false
-			}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lens := c.queueLens(key)
+		if slices.Max(lens) == n && slices.Min(lens) == n {
+			return
 		}
-		return true
-	})
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %d waiters queued on every node: %v", n, lens)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // severed is a go-redis hook that fails every command once cut: the Client behind it
@@ -325,6 +327,20 @@ func TestFairNodeRestartedEmpty(t *testing.T) {
 	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The holder must hold every node: on a bare majority, losing node 3 would lose
+	// the lock (Redlock without persistence), and the waiters would rightly take it.
+	for tries := 0; ; tries++ {
+		holder.WaitForCalls()
+		if slices.Equal(c.values("k"), repeat(holder.Token(), 3)) {
+			break
+		}
+		if tries == 20 {
+			t.Fatalf("the holder does not get back on every node: %q", c.values("k"))
+		}
+		if err := holder.Extend(ctx, 5*time.Second); err != nil { // heals the node it lacks
+			t.Fatal(err)
+		}
 	}
 	g := &grants{}
 	g.queueWaiter(ctx, c, "k", 1, 2*time.Millisecond, 1)
