@@ -38,15 +38,26 @@ import (
 // CLUSTERDOWN, ...) are retried. With Options.Fencing, a counter at the largest token
 // also ends Acquire at once, with an error matching ErrFenceExhausted and
 // ErrUnavailable.
-func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	w := c.newWaiter(ctx, key, ttl)
+	if c.observing() {
+		start := c.opts.Clock.Now()
+		defer func() { c.observeAcquire(ctx, w.observed(start), lock, err) }()
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	if c.opts.Fair {
-		return c.fairAcquire(ctx, key, ttl)
+	owner, err := ownerHead(ctx)
+	if err != nil {
+		return nil, err
 	}
-	w := c.newWaiter(ctx, key, ttl)
-	if !c.queues.busy(key) {
+	if c.opts.Fair {
+		if owner != "" {
+			return nil, fairOwnerError(key)
+		}
+		return c.fairAcquire(w)
+	}
+	if owner != "" || !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
 		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
@@ -55,6 +66,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return lock, err
 		}
 		w.waitFirst = true // the attempt just made counts: wait before the next
+		if owner != "" && c.queues.heldByOwner(key, owner, c.opts.Clock.Now()) {
+			return w.beside() // reentrant: never behind waiters for our own lock
+		}
 	}
 	w.t = c.queues.join(key)
 	defer w.t.leave() // at once: on every exit, a panic too, w leaves the queue
@@ -82,7 +96,11 @@ func (c *Client) pause(ctx context.Context, d time.Duration) {
 
 // TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
 // behind this Client's waiting Acquires).
-func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	if c.observing() {
+		start := c.opts.Clock.Now()
+		defer func() { c.observeAcquire(ctx, tryObserved(key, ttl, start, lock, err), lock, err) }()
+	}
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
@@ -111,7 +129,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock,
 	if lock != nil && c.isClosed() {
 		// Shutdown began while the attempt was out, and may have returned already:
 		// grant nothing after it.
-		c.cleanup(ctx, key, lock.token, lock.lastRound)
+		c.cleanup(ctx, key, lock.owner, lock.token, lock.lastRound)
 		lock, qe, err = nil, nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", key, ErrClosed)
 	}
 	c.inFlight.Done()
@@ -130,13 +148,20 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	if err := ctx.Err(); err != nil {
 		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
 	}
+	owner, err := ownerHead(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	if !c.opts.Fencing {
 		token, err := newToken()
 		if err != nil {
 			return nil, nil, err
 		}
-		req := roundRequest{key: key, token: token, ttl: ttl}
+		req := roundRequest{key: key, owner: owner, token: token, ttl: ttl}
 		if c.opts.Fair {
+			if owner != "" {
+				return nil, nil, fairOwnerError(key)
+			}
 			req.fair = fairTry // takes the key only if nobody is queued
 		}
 		lock, qe, _ := c.round(ctx, req)
@@ -147,18 +172,22 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		return nil, qe, err
 	}
 	const maxProposals = 3
+	refused := 0 // fencing refusals in this attempt's rounds, for Options.Observer
 	for n := 1; ; n++ {
 		token, err := newToken()
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, t := c.round(ctx, roundRequest{key: key, token: token, ttl: ttl, fence: fence})
+		lock, qe, t := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl, fence: fence})
+		refused += t.refused
 		if lock != nil {
 			c.fences.raise(key, fence)
+			noteRefused(lock.lastRound, refused)
 			return lock, nil, nil
 		}
 		c.fences.raise(key, t.high)
 		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
+			noteRefused(qe.round, refused)
 			return nil, qe, nil
 		}
 		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
@@ -193,7 +222,8 @@ func newToken() (string, error) {
 // roundRequest is one acquisition round for Client.round to run.
 type roundRequest struct {
 	key   string
-	token string // the round's own token (see newToken)
+	owner string // the owner's head (ownerHead), or "" for a lock without owner
+	token string // the round's own token (see newToken); an owner's hold id
 	ttl   time.Duration
 	// fence is the proposed fencing token with Options.Fencing (at least 1: the round
 	// runs the fenced acquire), else 0 (the plain acquire).
@@ -207,12 +237,7 @@ func (req roundRequest) stepRequest() stepRequest {
 	if req.fair != nil {
 		return req.fair.stepRequest(req)
 	}
-	args := []any{req.token, req.ttl.Milliseconds()}
-	if req.fence == 0 {
-		return stepRequest{step: stepAcquire, keys: []string{req.key}, args: args}
-	}
-	// Client.start adds the counter's names per node.
-	return stepRequest{step: stepFencedAcquire, keys: []string{req.key}, args: append(args, req.fence)}
+	return acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
 }
 
 // round is one acquisition round: it grants the lock with a majority and validity
@@ -223,17 +248,27 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(req.ttl, now.Sub(start), c.opts.DriftFactor)
+	split := false
 	if ctxErr == nil && t.won() && v > 0 {
-		return &Lock{c: c, key: req.key, token: req.token, fence: req.fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+		fence, ok, waited := req.leaseFence(r, t)
+		// Waiting for the fencing tokens of an owner's lease takes time: the lock must
+		// still be valid after it.
+		if ok && (!waited || c.opts.Clock.Now().Before(now.Add(v))) {
+			return &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+		}
+		split = !ok
 	}
-	c.cleanup(ctx, req.key, req.token, r)
+	c.cleanup(ctx, req.key, req.owner, req.token, r)
 	kind := ErrUnavailable
 	if ctxErr != nil || t.contended() {
 		kind = ErrNotAcquired
 	}
 	qe := c.quorumError("acquire", req.key, t, errs, kind, ctxErr)
-	qe.Late = t.won()
-	qe.quorum = t.quorumIn
+	qe.Late = t.won() && !split
+	if split {
+		qe.note = "no fencing token of the owner's lease was reported by a majority"
+	}
+	qe.quorum, qe.round = t.quorumIn, r
 	return nil, qe, t
 }
 
@@ -251,13 +286,16 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		// reset the counters since.
 		c.fences.forget(key)
 	}
-	t, errs, ctxErr := c.gather(ctx, c.start(ctx, stepRequest{step: stepFenceRead, keys: keys}), true)
+	r := c.start(ctx, stepRequest{step: stepFenceRead, keys: keys})
+	t, errs, ctxErr := c.gather(ctx, r, true)
 	if ctxErr != nil || !t.won() {
 		kind := ErrUnavailable
 		if ctxErr != nil {
 			kind = ErrNotAcquired
 		}
-		return 0, c.quorumError("acquire", key, t, errs, kind, ctxErr), nil
+		qe := c.quorumError("acquire", key, t, errs, kind, ctxErr)
+		qe.round = r
+		return 0, qe, nil
 	}
 	fence, err := nextFence(key, t.high)
 	return fence, nil, err
@@ -272,7 +310,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // cancel. It waits (at most the node timeout) only for the nodes whose acquire call has
 // returned already; releases queued behind a silent node finish in the background (see
 // Close), so a waiter is not held up by a node that does not answer.
-func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
+func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
 	ready := make([]bool, len(r.calls))
 	waiting := 0
@@ -287,8 +325,9 @@ func (c *Client) cleanup(ctx context.Context, key, token string, r *round) {
 	// A call of r not sent yet is dropped now, so that it cannot set our key after
 	// the next attempt's call to that node has been queued (sender.send).
 	r.abandoned.Store(true)
-	cr := c.start(ctx, stepRequest{step: stepRelease, keys: []string{key}, args: []any{token},
-		after: r, mustLand: true, need: r.mayHold})
+	req := releaseStep(key, owner, token)
+	req.after, req.mustLand, req.need = r, true, r.mayHold
+	cr := c.start(ctx, req)
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	for waiting > 0 {
 		select {

@@ -297,15 +297,125 @@ var lateSteps = []lateStep{
 		w.held["L3"] = l
 		return err
 	}},
+	{"reentrant holds", func(w *lateWorld, ctx context.Context) error {
+		o := redlock.WithOwner(ctx, "o")
+		r1, err := w.a.Acquire(o, "kr", 5*time.Second)
+		w.held["R1"] = r1
+		if err != nil {
+			return err
+		}
+		r2, err := w.a.TryAcquire(o, "kr", 5*time.Second)
+		w.held["R2"] = r2
+		return err
+	}},
+	{"reentrant extend and heal", func(w *lateWorld, ctx context.Context) error {
+		l := w.held["R1"]
+		l.WaitForCalls()
+		if err := w.c.admin[2].Del(ctx, "kr").Err(); err != nil {
+			return err
+		}
+		if err := l.Extend(ctx, 20*time.Second); err != nil {
+			return err
+		}
+		l.WaitForCalls()
+		if got := w.c.values("kr"); !strings.Contains(got[2], l.Token()) {
+			return fmt.Errorf("node 3 not healed: %q", got)
+		}
+		return w.held["R2"].Extend(ctx, 5*time.Second) // shorter: the lease keeps 20 s
+	}},
+	{"another owner's failed attempt", func(w *lateWorld, ctx context.Context) error {
+		if l, err := w.a.TryAcquire(redlock.WithOwner(ctx, "p"), "kr", 5*time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+			return fmt.Errorf("owner p's TryAcquire of a key that owner o holds: %v, %v", l, err)
+		}
+		return nil
+	}},
+	{"release a reentrant hold", func(w *lateWorld, ctx context.Context) error {
+		err := w.held["R1"].Release(ctx)
+		delete(w.held, "R1")
+		return err
+	}},
+	{"release the last hold and take it again", func(w *lateWorld, ctx context.Context) error {
+		if err := w.held["R2"].Release(ctx); err != nil {
+			return err
+		}
+		delete(w.held, "R2")
+		l, err := w.a.Acquire(redlock.WithOwner(ctx, "o"), "kr", 10*time.Second)
+		w.held["R3"] = l
+		return err
+	}},
+	{"fenced reentrant holds, heal and release", func(w *lateWorld, ctx context.Context) error {
+		o := redlock.WithOwner(ctx, "fo")
+		f1, err := w.f.Acquire(o, "kfr", 5*time.Second)
+		w.held["FR1"] = f1
+		if err != nil {
+			return err
+		}
+		f2, err := w.f.TryAcquire(o, "kfr", 5*time.Second)
+		w.held["FR2"] = f2
+		if err != nil {
+			return err
+		}
+		f2.WaitForCalls()
+		// Node 3 loses the key and its counter, as if restarted empty.
+		if err := w.c.admin[2].Del(ctx, append(redlock.FenceKeys(w.c.admin[2], "kfr"), "kfr")...).Err(); err != nil {
+			return err
+		}
+		if err := f2.Extend(ctx, 20*time.Second); err != nil {
+			return err
+		}
+		f2.WaitForCalls()
+		if got := w.c.values("kfr"); !strings.Contains(got[2], f2.Token()) {
+			return fmt.Errorf("node 3 not healed: %q", got)
+		}
+		err = f1.Release(ctx)
+		delete(w.held, "FR1")
+		return err
+	}},
+	{"fenced: another owner and a lock without owner fail, then the lease ends", func(w *lateWorld, ctx context.Context) error {
+		if l, err := w.f.TryAcquire(redlock.WithOwner(ctx, "fp"), "kfr", 5*time.Second); err == nil {
+			return fmt.Errorf("owner fp took kfr, held by fo until %v: %v", w.held["FR2"].Until(), l.Token())
+		}
+		if l, err := w.f.TryAcquire(ctx, "kfr", 5*time.Second); err == nil {
+			return fmt.Errorf("a lock without owner took kfr, held by fo: %v", l.Token())
+		}
+		err := w.held["FR2"].Release(ctx)
+		delete(w.held, "FR2")
+		if err != nil {
+			return err
+		}
+		l, err := w.f.Acquire(ctx, "kfr", 5*time.Second) // the fenced lease is over
+		w.held["F9"] = l
+		return err
+	}},
 }
 
 // nodeState is one node's view of a held lock, read in one round trip between from
 // and to.
 type nodeState struct {
-	value    string
-	ttl      time.Duration
-	fence    int64
-	from, to time.Time
+	value string
+	// head and hold, for an owner's lock: its key must keep the head and list the
+	// hold (a late copy may add or drop other holds of the same owner)
+	head, hold string
+	ttl        time.Duration
+	fence      int64
+	from, to   time.Time
+}
+
+// lists reports whether an owner's lock's key keeps its owner's head and lists its
+// hold.
+func (s nodeState) lists() bool {
+	return s.head != "" && strings.HasPrefix(s.value, s.head) && strings.Contains(s.value[len(s.head)-1:], s.hold)
+}
+
+// leaseToken returns the fencing token an owner's fenced lease keeps after the head
+// ("#<token>|"), or "".
+func (s nodeState) leaseToken() string {
+	rest, ok := strings.CutPrefix(s.value, s.head)
+	if !ok || !strings.HasPrefix(rest, "#") {
+		return ""
+	}
+	tok, _, _ := strings.Cut(rest[1:], "|")
+	return tok
 }
 
 // read returns every node's view of each held lock.
@@ -315,6 +425,9 @@ func (w *lateWorld) read(ctx context.Context) map[string][]nodeState {
 		states := make([]nodeState, len(w.c.admin))
 		for i, a := range w.c.admin {
 			st := &states[i]
+			if l.Owner() != "" {
+				st.head, st.hold = ownerHead(l.Owner()), "|"+l.Token()+"|"
+			}
 			st.from = time.Now()
 			cmds, _ := a.Pipelined(ctx, func(p redis.Pipeliner) error {
 				p.Get(ctx, l.Key())
@@ -341,7 +454,11 @@ func compare(t *testing.T, what string, before, after map[string][]nodeState) {
 		for i, s := range states {
 			got := after[name][i]
 			switch {
-			case s.value != "" && got.value != s.value:
+			case s.lists() && !got.lists():
+				t.Errorf("%s: node %d held %s's hold in %q, then %q", what, i+1, name, s.value, got.value)
+			case s.lists() && got.leaseToken() != s.leaseToken():
+				t.Errorf("%s: node %d: the fencing token of %s's lease went from %q to %q", what, i+1, name, s.leaseToken(), got.leaseToken())
+			case s.head == "" && s.value != "" && got.value != s.value:
 				t.Errorf("%s: node %d held %s's key %q, then %q", what, i+1, name, s.value, got.value)
 			case s.value != "" && got.ttl < s.ttl-got.to.Sub(s.from)-time.Millisecond:
 				t.Errorf("%s: node %d: %s's TTL went from %v to %v in %v", what, i+1, name, s.ttl, got.ttl, got.to.Sub(s.from))

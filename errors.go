@@ -90,6 +90,8 @@ type QuorumError struct {
 	quorum time.Duration // acquire: how long until a majority had answered (0: never)
 	ctxErr error         // the caller's context error, if the step was cancelled
 	gaveUp string        // KeepAlive's loss cause: why it gave up after this failed renewal
+	note   string        // why a step that a majority agreed to still failed, if not Late
+	round  *round        // the step's last round, for Options.Observer (acquire only)
 }
 
 func (e *QuorumError) Error() string {
@@ -108,6 +110,9 @@ func (e *QuorumError) Error() string {
 	}
 	if e.Late {
 		b.WriteString(", after the validity ran out")
+	}
+	if e.note != "" {
+		b.WriteString(", but " + e.note)
 	}
 	if e.ctxErr != nil {
 		fmt.Fprintf(&b, " (%v)", e.ctxErr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -270,4 +271,78 @@ func ExampleRunError() {
 	// ran, failed: disk full
 	// not run: held elsewhere
 	// ran, but the release failed (the keys expire with the TTL)
+}
+
+func ExampleWithOwner() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{})
+	defer client.Close()
+	restarted, _ := redlock.New(nodes, redlock.Options{}) // say, a copy of the job in another process
+	defer restarted.Close()
+	ctx := context.Background()
+	job := redlock.WithOwner(ctx, "invoice-run:2026-11-30") // one owner per job
+
+	outer, _ := client.Acquire(job, "ledger", 10*time.Second)
+	inner, err := restarted.TryAcquire(job, "ledger", 10*time.Second)
+	fmt.Println("the same owner, from another Client:", err)
+	_, err = restarted.TryAcquire(redlock.WithOwner(ctx, "invoice-run:2026-12-01"), "ledger", 10*time.Second)
+	fmt.Println("another owner:", errors.Is(err, redlock.ErrNotAcquired))
+
+	fmt.Println("release one hold:", inner.Release(ctx))
+	_, err = restarted.TryAcquire(ctx, "ledger", 10*time.Second)
+	fmt.Println("a lock without owner while a hold is left:", errors.Is(err, redlock.ErrNotAcquired))
+
+	fmt.Println("release the last hold:", outer.Release(ctx))
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := restarted.Acquire(wait, "ledger", 10*time.Second)
+	fmt.Println("a lock without owner then:", err)
+	_ = l.Release(ctx)
+	// Output:
+	// the same owner, from another Client: <nil>
+	// another owner: true
+	// release one hold: <nil>
+	// a lock without owner while a hold is left: true
+	// release the last hold: <nil>
+	// a lock without owner then: <nil>
+}
+
+// stepPrinter is an Observer that prints each step's op, outcome and the replies of
+// its last round, and keeps a count of the locks held, as a metrics exporter would.
+type stepPrinter struct{ held atomic.Int64 }
+
+func (p *stepPrinter) Observe(_ context.Context, e redlock.Event) {
+	if e.Op == redlock.OpAcquire && e.Outcome == redlock.OutcomeOK {
+		p.held.Add(1)
+	}
+	if e.Ended {
+		p.held.Add(-1)
+	}
+	yes := 0
+	for _, n := range e.Nodes {
+		if n.Result == redlock.ResultYes {
+			yes++
+		}
+	}
+	fmt.Printf("%s %s: attempts %d, at least 2 yes: %v, ended %v, held %d\n",
+		e.Op, e.Outcome, e.Attempts, yes >= 2, e.Ended, p.held.Load())
+}
+
+func ExampleObserver() {
+	nodes, _, stop := startNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.Options{Observer: &stepPrinter{}})
+	defer client.Close()
+	ctx := context.Background()
+
+	lock, _ := client.Acquire(ctx, "invoice:7", 5*time.Second)
+	_, _ = client.TryAcquire(ctx, "invoice:7", 5*time.Second) // held: not acquired
+	_ = lock.Extend(ctx, 5*time.Second)
+	_ = lock.Release(ctx)
+	// Output:
+	// acquire ok: attempts 1, at least 2 yes: true, ended false, held 1
+	// acquire not_acquired: attempts 1, at least 2 yes: false, ended false, held 1
+	// extend ok: attempts 0, at least 2 yes: true, ended false, held 1
+	// release ok: attempts 0, at least 2 yes: true, ended true, held 0
 }

@@ -58,3 +58,11 @@ func (c *Client) SetLinger(d time.Duration) {
 	defer c.queues.mu.Unlock()
 	c.queues.linger = d
 }
+
+// HasObserverRecord reports whether the lock's latest round keeps a record for
+// Options.Observer (round.obs): made only when the Client has an Observer.
+func (l *Lock) HasObserverRecord() bool {
+	l.op.Lock()
+	defer l.op.Unlock()
+	return l.lastRound != nil && l.lastRound.obs != nil
+}

@@ -52,6 +52,12 @@ const DefaultFairLease = time.Second
 // renews it every third of a lease and a renewal may take a node timeout.
 const minFairLeaseTimeouts = 10
 
+// fairOwnerError refuses an owner's Acquire or TryAcquire (WithOwner) with Options.Fair:
+// reentrant holds do not queue yet.
+func fairOwnerError(key string) error {
+	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair yet", key)
+}
+
 // errFairFencing refuses Options.Fair together with Options.Fencing (not done yet).
 var errFairFencing = errors.New("redlock: Options.Fair with Options.Fencing is not supported yet")
 
@@ -142,8 +148,8 @@ type fairWaiter struct {
 // its entry, at once after every announced release and otherwise every
 // min(FairLease/3, RetryDelay), until it is the head on a majority and gets the key.
 // Its entries are removed when it gives up.
-func (c *Client) fairAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	w := &fairWaiter{waiter: c.newWaiter(ctx, key, ttl), keys: fairKeys(key)}
+func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
+	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
 	if lock, err := w.try(); lock != nil || err != nil {
 		return lock, err
 	}
@@ -152,7 +158,7 @@ func (c *Client) fairAcquire(ctx context.Context, key string, ttl time.Duration)
 		return nil, err
 	}
 	w.entry = fairEntry{id: id, lease: c.opts.FairLease}
-	w.t = c.queues.join(key) // for the wake-ups only: every fair waiter attempts
+	w.t = c.queues.join(w.key) // for the wake-ups only: every fair waiter attempts
 	defer w.t.leave()
 	w.t.subscribe()
 	lock, err := w.run()
@@ -224,13 +230,14 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 		return nil, err
 	}
 	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
+	w.tries++ // for Options.Observer
 	w.ahead = 0
 	if t.high > 0 && t.high <= fairBehind {
 		w.ahead = fairBehind - t.high
 	}
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
-		c.cleanup(w.ctx, w.key, lock.token, lock.lastRound)
+		c.cleanup(w.ctx, w.key, "", lock.token, lock.lastRound)
 		lock, qe = nil, nil
 	}
 	c.inFlight.Done()

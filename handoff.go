@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,8 +39,10 @@ type queues struct {
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
 
-	held       map[string]*Lock // the lock this Client holds per key, until released
-	heldPruned int              // size of held after its last pruning
+	// held lists the locks this Client holds per key, until released: one, or the
+	// holds of one owner (WithOwner).
+	held       map[string][]*Lock
+	heldPruned int // size of held after its last pruning
 
 	// yields holds, per key this Client released while other Clients listened, until
 	// when a new Acquire of this Client for the key lets them go first (see yielding).
@@ -152,16 +155,16 @@ func (q *queues) granted(l *Lock) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.held == nil {
-		q.held = make(map[string]*Lock)
+		q.held = make(map[string][]*Lock)
 	}
-	q.held[l.key] = l
+	now := time.Now()
+	q.held[l.key] = append(valid(q.held[l.key], now), l)
 	if len(q.held) > 2*q.heldPruned {
 		// Into a new map: the old one would keep the memory of its largest size.
-		now := time.Now()
-		live := make(map[string]*Lock, len(q.held))
-		for key, h := range q.held {
-			if now.Before(h.validUntil()) {
-				live[key] = h
+		live := make(map[string][]*Lock, len(q.held))
+		for key, hs := range q.held {
+			if hs = valid(hs, now); len(hs) > 0 {
+				live[key] = hs
 			}
 		}
 		q.held = live
@@ -169,20 +172,33 @@ func (q *queues) granted(l *Lock) {
 	}
 }
 
+// valid returns the locks of ls still valid at now, in ls's array.
+func valid(ls []*Lock, now time.Time) []*Lock {
+	return slices.DeleteFunc(ls, func(l *Lock) bool { return !now.Before(l.validUntil()) })
+}
+
 // heldHere returns the validity end of the lock this Client holds on the key, if one is
-// still valid at now (an attempt would then certainly fail), and zero otherwise.
-func (t *ticket) heldHere(now time.Time) time.Time {
+// still valid at now (an attempt would then certainly fail), and zero otherwise. A lock
+// of owner (not "") does not count: owner's attempt would succeed.
+func (t *ticket) heldHere(now time.Time, owner string) time.Time {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	l := t.q.held[t.key]
-	if l == nil {
+	hs := valid(t.q.held[t.key], now)
+	if len(hs) == 0 {
+		delete(t.q.held, t.key)
 		return time.Time{}
 	}
-	if u := l.validUntil(); now.Before(u) {
-		return u
+	t.q.held[t.key] = hs
+	var until time.Time
+	for _, l := range hs {
+		if owner != "" && l.owner == owner {
+			return time.Time{}
+		}
+		if u := l.validUntil(); u.After(until) {
+			until = u
+		}
 	}
-	delete(t.q.held, t.key)
-	return time.Time{}
+	return until
 }
 
 // released wakes the key's waiters after this Client released l. A courtesy above
@@ -193,7 +209,9 @@ func (t *ticket) heldHere(now time.Time) time.Time {
 func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.held[l.key] == l {
+	if hs := slices.DeleteFunc(q.held[l.key], func(h *Lock) bool { return h == l }); len(hs) > 0 {
+		q.held[l.key] = hs
+	} else {
 		delete(q.held, l.key)
 	}
 	kq := q.keys[l.key]

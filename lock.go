@@ -13,8 +13,9 @@ import (
 type Lock struct {
 	c     *Client
 	key   string
-	token string
-	fence int64 // with Options.Fencing, else 0
+	token string // an owner's lock: its hold's id
+	owner string // the owner's head (ownerHead), or "" for a lock without owner
+	fence int64  // with Options.Fencing, else 0
 	// fairID, with Options.Fair, is the id of the queue entry that Release removes; ""
 	// for a lock that never queued.
 	fairID string
@@ -27,6 +28,7 @@ type Lock struct {
 	until      time.Time     // the validity proven so far; lowered when a loss is proven
 	lost       bool          // a loss was proven: until never moves forward again
 	released   bool          // Release was called: no step or KeepAlive may start
+	watched    uint8         // Options.Observer: unwatched, watchedHeld or watchedOver (in released's padding)
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
 }
@@ -98,8 +100,13 @@ func (l *Lock) validUntil() time.Time {
 // counter is not above the lock's fencing token). Healing is best effort and does not
 // delay Extend's result. A lock that lost its majority is never brought back: Extend
 // never re-creates a key unless the same step proved the lock still held.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	c := l.c
+	var ob stepObs
+	if c.observing() {
+		ob.start, ob.ttl = c.opts.Clock.Now(), ttl
+		defer func() { l.observeStep(ctx, OpExtend, &ob, err) }()
+	}
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return err
 	}
@@ -114,14 +121,12 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, stepRequest{step: stepExtend, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound})
-	l.lastRound = r
+	r := c.start(ctx, l.extendStep(ttl))
+	l.lastRound, ob.r = r, r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
 	v := validity(ttl, now.Sub(start), c.opts.DriftFactor)
 	until := now.Add(v)
-
 	l.mu.Lock()
 	if ctxErr == nil && t.won() && v > 0 && !l.lost {
 		// The majority that said yes holds our key at least until the new end; the
@@ -160,11 +165,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // majority holds the lock. A node whose extend reply was still out is looked at once
 // that call returns. Nothing waits for the replies. The caller holds l.op.
 func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
-	req := stepRequest{step: stepAcquire, keys: []string{l.key},
-		args: []any{l.token, ttl.Milliseconds()}, after: r, need: r.lacks}
-	if l.fence > 0 {
-		req.step, req.args = stepFencedAcquire, append(req.args, l.fence)
-	}
+	req := acquireStep(l.key, l.owner, l.token, ttl, l.fence)
+	req.after, req.need = r, r.lacks
 	l.lastRound = l.c.start(context.WithoutCancel(ctx), req)
 }
 
@@ -182,9 +184,14 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // reports no later time from then on, a KeepAlive running is stopped (its context ends
 // before Release returns) and none can start. The lock cannot be used after Release,
 // whatever it returns.
-func (l *Lock) Release(ctx context.Context) error {
+func (l *Lock) Release(ctx context.Context) (err error) {
 	c := l.c
-	if err := l.markReleased(); err != nil {
+	var ob stepObs
+	if c.observing() {
+		ob.start = c.opts.Clock.Now()
+		defer func() { l.observeStep(ctx, OpRelease, &ob, err) }()
+	}
+	if err := l.markReleased(&ob.ends); err != nil {
 		return err
 	}
 	if err := l.begin("release"); err != nil {
@@ -197,10 +204,11 @@ func (l *Lock) Release(ctx context.Context) error {
 	var o *offer
 	capped := false
 	args := []any{l.token}
-	if !expired && !c.opts.Fencing {
+	if !expired && !c.opts.Fencing && l.owner == "" {
 		if o, capped = c.queues.claim(l.key); o != nil {
 			handed, token := l.handoff(ctx, o)
 			if handed {
+				ob.r, ob.handoff = l.lastRound, true
 				return nil
 			}
 			if token != "" { // the failed handoff's token goes with ours
@@ -209,12 +217,13 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 	}
 	start := c.opts.Clock.Now()
-	req := stepRequest{step: stepRelease, keys: []string{l.key}, args: args, after: l.lastRound, mustLand: true}
+	req := releaseStep(l.key, l.owner, args...)
+	req.after, req.mustLand = l.lastRound, true
 	if l.fairID != "" {
 		req = l.fairRelease(req)
 	}
 	r := c.start(ctx, req)
-	l.lastRound = r
+	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
 		// behind this release on every node, so they do not meet our stale keys.
@@ -239,14 +248,16 @@ func (l *Lock) Release(ctx context.Context) error {
 
 // markReleased marks the lock released first thing in Release, so that no KeepAlive
 // can start from here on, then stops the running one (before Release takes l.op: the
-// keeper may be inside Extend). It fails if Release was called before.
-func (l *Lock) markReleased() error {
+// keeper may be inside Extend). It fails if Release was called before. It sets *ends
+// when this Release's event ends the lock for the Observer (endsHere).
+func (l *Lock) markReleased(ends *bool) error {
 	l.mu.Lock()
 	if l.released {
 		l.mu.Unlock()
 		return lostError("release", l.key, "already released")
 	}
 	l.released, l.releasedAt = true, l.c.opts.Clock.Now()
+	*ends = l.endsHere()
 	k := l.keeper
 	l.mu.Unlock()
 	if k != nil {

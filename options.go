@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -79,6 +80,22 @@ type Options struct {
 	// about this long. Zero means DefaultFairLease (1 s), or 10 × NodeTimeout if that
 	// is more; it must be whole milliseconds and at least 10 × NodeTimeout.
 	FairLease time.Duration
+
+	// Observer, when not nil, hears of every Acquire, TryAcquire, Extend and Release
+	// and of KeepAlive's renewals (see Observer). Nil, or a nil pointer of a type
+	// that implements Observer, means none, at no cost.
+	Observer Observer
+
+	// Logger, when not nil, gets a line for a lock lost while kept alive, a node
+	// that starts failing or recovers (once per change, not per call), a problem
+	// CheckNodes finds, and a panic of the Observer; at most one line per kind and
+	// node each second, the next one counting those left out. Nodes appear by their
+	// names, which never show a password. Nil means silent.
+	Logger *slog.Logger
+
+	// LogKeys makes Logger's lines name lock keys. By default they give a short hash
+	// of the key instead (key_hash), since keys may carry user data.
+	LogKeys bool
 }
 
 // withDefaults validates o and returns it with defaults filled in.
@@ -105,6 +122,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if err := o.fairDefaults(); err != nil {
 		return o, err
+	}
+	if o.Observer != nil && isNilPointer(o.Observer) {
+		// A nil *T in the interface: its Observe would most likely panic on every
+		// step (recovered, but paid for and logged). It means none, as nil does.
+		o.Observer = nil
 	}
 	return o, nil
 }

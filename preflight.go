@@ -78,6 +78,7 @@ func (c *Client) CheckNodes(ctx context.Context) error {
 	}
 	errs = c.sameServers(ids, errs)
 	finish(&errs)
+	c.watch.log.configProblems(errs)
 	return errs.ErrorOrNil()
 }
 

@@ -15,6 +15,7 @@ type tally struct {
 	quorumIn                    time.Duration // how long until a majority had answered (0: never)
 	refused                     int           // of no: refusals by a fencing counter
 	high                        int64         // the largest counter a node reported (fencing steps)
+	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold)
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -25,6 +26,10 @@ func (t *tally) add(o outcome, v int64) {
 	switch o {
 	case outYes:
 		t.yes++
+		if t.yes == 1 || v < t.yesLow {
+			t.yesLow = v
+		}
+		t.yesHigh = max(t.yesHigh, v)
 	case outNo:
 		t.no++
 	case outRefused:
@@ -70,6 +75,8 @@ type round struct {
 	// was set; after a handoff the old token stays, for the plain release that
 	// follows).
 	abandoned atomic.Bool
+
+	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
 
 // roundCall is the state of a round's call to one node.
@@ -78,6 +85,7 @@ type roundCall struct {
 	// out is what the node answered. It is written before the reply is sent and before
 	// done is closed: read it only for a node whose reply gather received, or after done.
 	out outcome
+	val int64 // the reply's value, written with out
 
 	// Guarded by the node's sender mutex:
 	delivered bool      // the call has returned
@@ -94,7 +102,7 @@ func (r *round) finished() {
 
 // answer records node i's outcome and delivers its reply.
 func (r *round) answer(i int, out outcome, v int64, err error) {
-	r.calls[i].out = out
+	r.calls[i].out, r.calls[i].val = out, v
 	r.replies <- reply{node: i, out: out, val: v, err: err}
 }
 
@@ -156,6 +164,9 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	}
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
+	}
+	if c.observing() {
+		r.obs = newRoundObs(st, n)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
@@ -227,7 +238,13 @@ wait:
 				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
 			}
 			causes[rep.node] = rep.err
+			if r.obs != nil {
+				r.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
+			}
 		case <-timeout:
+			if r.obs != nil {
+				r.timedOut(answered, c.opts.Clock.Now())
+			}
 			for i, ok := range answered {
 				if !ok {
 					t.add(outFailed, 0)

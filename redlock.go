@@ -51,6 +51,8 @@ type Client struct {
 
 	senders     sync.WaitGroup // the nodes' sender goroutines (sender.go)
 	sendersQuit chan struct{}  // closed by Close after the last node call: senders exit
+
+	watch watch // Options.Observer and Options.Logger (observe_emit.go, logging.go)
 }
 
 // New returns a Client over the given go-redis clients, one per independent Redis
@@ -134,6 +136,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		shut:    make(chan struct{}),
 	}
 	c.queues.c = c
+	c.watch.log = newLogState(o)
 	c.sendersQuit = make(chan struct{})
 	for i, rdb := range rdbs {
 		if rdb == nil || isNilPointer(rdb) {
@@ -240,6 +243,9 @@ func (c *Client) finishClose() {
 	c.queues.close()
 	close(c.sendersQuit)
 	c.senders.Wait()
+	for i := range c.nodes {
+		c.nodes[i].s.health.close() // no node line after Close
+	}
 	if c.owned {
 		var errs *multierror.Error
 		for _, n := range c.nodes {

@@ -30,6 +30,7 @@ type sender struct {
 	wg       *sync.WaitGroup // the Client's sender goroutines
 	timeout  time.Duration   // Options.NodeTimeout
 	clock    Clock
+	health   *nodeHealth // with Options.Logger: the node's state for the log
 
 	mu      sync.Mutex // innermost (see the lock order above Client)
 	queue   []*nodeCall
@@ -70,7 +71,7 @@ var callPool = sync.Pool{New: func() any { return new(nodeCall) }}
 func newSender(nd *node, c *Client) *sender {
 	return &sender{
 		nd: nd, inFlight: &c.inFlight, quit: c.sendersQuit, wg: &c.senders,
-		timeout: c.opts.NodeTimeout, clock: c.opts.Clock,
+		timeout: c.opts.NodeTimeout, clock: c.opts.Clock, health: c.watch.log.node(nd.name),
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -225,6 +226,9 @@ func (s *sender) sendOut(out []*nodeCall, late bool) {
 	}
 	s.exec(ctx, out)
 	for _, c := range out {
+		if s.health != nil {
+			s.health.note(c.out, c.err)
+		}
 		s.deliver(c, c.out, c.v, c.err)
 	}
 }

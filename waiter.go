@@ -27,6 +27,14 @@ type waiter struct {
 	// quick: the latest attempt lost a race, so the next one comes soon; at most once
 	// between two wake-ups (quickUsed).
 	quick, quickUsed bool
+
+	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
+}
+
+// observed returns what Acquire's event says of w's work, for an Acquire that began
+// at start.
+func (w *waiter) observed(start time.Time) acquireObs {
+	return acquireObs{key: w.key, ttl: w.ttl, start: start, attempts: w.tries, refused: w.refused}
 }
 
 // newWaiter returns the waiter of one Acquire, before its first attempt.
@@ -64,7 +72,7 @@ func (w *waiter) pass() (*Lock, error) {
 	}
 	w.seen = wakes
 	now := c.opts.Clock.Now()
-	held := t.heldHere(now) // a lock of this Client holds the key until then
+	held := t.heldHere(now, w.owner()) // a lock of this Client holds the key until then
 	switch {
 	case w.waitFirst:
 	case held.IsZero():
@@ -84,8 +92,13 @@ func (w *waiter) pass() (*Lock, error) {
 func (w *waiter) try() (*Lock, error) {
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl)
 	if lock != nil || err != nil {
+		if lock != nil || !errors.Is(err, ErrClosed) { // closed: no attempt counts, as in TryAcquire
+			w.tries++
+		}
 		return lock, err
 	}
+	w.tries++
+	w.refused += qe.fenceRefusals()
 	w.took = qe.quorum // a round trip to a majority, not the wait for silent nodes
 	if err := w.verdict(qe); err != nil {
 		return nil, err
@@ -106,7 +119,7 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 	c, t := w.c, w.t
 	var o *offer // a Release of this Client may hand the lock off directly
 	var handed <-chan *Lock
-	if !c.opts.Fencing {
+	if !c.opts.Fencing && w.owner() == "" { // a handoff gives a lock without owner
 		o = t.offer(w.ttl)
 		handed = o.got
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,13 +32,21 @@ type keeper struct {
 	once   sync.Once
 	done   chan struct{} // closed when the goroutine has ended
 	cancel context.CancelCauseFunc
+	// observing: the goroutine is calling Options.Observer (emit), holding no lock;
+	// once that returns, it does nothing but end (it finds stop closed).
+	observing atomic.Bool
 }
 
 // halt cancels the work's context with cause (unless it already ended), asks the
-// goroutine to end, and waits until it has.
+// goroutine to end, and waits until it has; while the goroutine is in Observe, which
+// may be the caller (a Release or stop called from Observe), it does not wait: the
+// goroutine sends nothing more.
 func (k *keeper) halt(cause error) {
 	k.cancel(cause)
 	k.once.Do(func() { close(k.stop) })
+	if k.observing.Load() {
+		return
+	}
 	<-k.done
 }
 
@@ -58,8 +67,11 @@ func (k *keeper) halt(cause error) {
 //     ErrClosed.
 //
 // stop ends the renewal (it does not release the lock) and waits for the goroutine to
-// exit. Exactly one goroutine runs per kept-alive lock; a second KeepAlive while one
-// runs returns a context already cancelled.
+// exit; while that goroutine is calling Options.Observer (possibly calling stop or
+// Release itself), stop does not wait for it, and it ends without another renewal
+// (until it has, a new KeepAlive of the lock is refused as running).
+// Exactly one goroutine runs per kept-alive lock; a second KeepAlive while one runs
+// returns a context already cancelled.
 //
 // The lock's TTL must pass Options.CheckKeepAliveTTL (at least 20 × NodeTimeout, 1 s
 // with the defaults, and enough validity left after the drift allowance); otherwise
@@ -101,9 +113,10 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 	c.keepers.Add(1)
 	go func() {
 		defer c.keepers.Done()
-		cause := l.renew(lockCtx, k)
+		cause := l.renew(c.markRenewals(lockCtx, k), k)
 		l.detach(k)
 		cancel(cause)
+		l.keepAliveEnded(ctx, k, cause)
 		close(k.done)
 	}()
 	return lockCtx, func() { k.halt(context.Canceled) }
@@ -126,6 +139,8 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 		select {
 		case <-c.closing:
 			return keepAliveClosed(l.key)
+		case <-k.stop: // halted while the last renewal's Observe ran
+			return context.Canceled
 		default:
 		}
 		now := c.opts.Clock.Now()

@@ -66,9 +66,12 @@ func clients(addrs []string) ([]redis.UniversalClient, func() error) {
 }
 
 // openRedlock uses one redlock.Client, with default Options, shared by all workers.
-func openRedlock(addrs []string) (*setup, error) {
+func openRedlock(addrs []string) (*setup, error) { return openRedlockWith(addrs, redlock.Options{}) }
+
+// openRedlockWith is openRedlock with the given Options.
+func openRedlockWith(addrs []string, opts redlock.Options) (*setup, error) {
 	rdbs, closeAll := clients(addrs)
-	c, err := redlock.New(rdbs, redlock.Options{})
+	c, err := redlock.New(rdbs, opts)
 	if err != nil {
 		_ = closeAll()
 		return nil, err

@@ -103,6 +103,7 @@ func Scenarios() []*Scenario {
 	all = append(all, clocks()...)
 	all = append(all, partitions()...)
 	all = append(all, duplicates())
+	all = append(all, reentrant()...)
 	return all
 }
 
@@ -162,10 +163,15 @@ func atGrant(n int) (chan int, func(ctx context.Context)) {
 // calls fault (on the caller's goroutine, as the kit needs). It returns the report and
 // the grants made while fault ran and after it returned.
 func faulted(t redlocktest.T, d, wait time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
+	return faultedWorkload(t, Workload{TTL: ttl, Wait: wait}, d, fault)
+}
+
+// faultedWorkload is faulted for workload w (its Clients and Grants are set here).
+func faultedWorkload(t redlocktest.T, w Workload, d time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
 	procs := redlocktest.StartN(t, 5, redlocktest.Options{})
-	clients := newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
+	w.Clients = newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
 	grants, started := atGrant(20)
-	w := Workload{Clients: clients, TTL: ttl, Wait: wait, Grants: grants}
+	w.Grants = grants
 	done := make(chan *Report, 1)
 	begin := time.Now() // the run's clock starts within microseconds of this
 	go func() { done <- w.Run(t.Context(), d) }()

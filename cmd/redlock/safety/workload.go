@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,12 @@ type Workload struct {
 	TTL     time.Duration     // the lock's TTL; 0 means 1 s
 	Work    time.Duration     // the pause between the read and the write; 0 means 1 ms
 	Fenced  bool
+
+	// Reentrant: each worker acquires for an owner of its own (redlock.WithOwner), and
+	// once granted takes a nested hold of its lock (TryAcquire with the same owner) and
+	// releases it before the critical section: the outer hold must still exclude the
+	// other workers, as owners exclude each other.
+	Reentrant bool
 
 	// Wait bounds each Acquire call; 0 means 2 × TTL.
 	Wait time.Duration
@@ -60,6 +67,7 @@ type Report struct {
 	AcquireP50     time.Duration // latency of successful Acquire calls
 	AcquireP99     time.Duration
 	FenceViolation string // with Fenced: why the tokens were not strictly increasing
+	Nested         int    // with Reentrant: nested holds granted
 	Sections       []Section
 }
 
@@ -130,8 +138,12 @@ func (w Workload) Run(ctx context.Context, d time.Duration) *Report {
 }
 
 func (w Workload) worker(ctx context.Context, res *resource, id int, client *redlock.Client) {
+	octx := ctx // the context the worker acquires with: its owner's when Reentrant
+	if w.Reentrant {
+		octx = redlock.WithOwner(ctx, "safety-worker-"+strconv.Itoa(id))
+	}
 	for n := 1; ctx.Err() == nil; n++ {
-		actx, cancel := context.WithTimeout(ctx, w.Wait)
+		actx, cancel := context.WithTimeout(octx, w.Wait)
 		start := res.now()
 		lock, err := client.Acquire(actx, w.Key, w.TTL)
 		cancel()
@@ -143,6 +155,7 @@ func (w Workload) worker(ctx context.Context, res *resource, id int, client *red
 		}
 		sec := Section{Worker: id, Grant: res.now(), Until: lock.Until().Sub(res.start), Fence: lock.Fence()}
 		res.granted(Grant{Start: start, End: sec.Grant, Fence: sec.Fence}, sec.Grant-start, w.Grants)
+		w.nested(octx, res, client)
 		if !w.section(ctx, res, &sec, lock, n) {
 			continue // abandoned: no release, like a crashed holder
 		}
@@ -153,6 +166,21 @@ func (w Workload) worker(ctx context.Context, res *resource, id int, client *red
 			res.mu.Unlock()
 		}
 	}
+}
+
+// nested takes and releases the nested hold of a Reentrant workload.
+func (w Workload) nested(octx context.Context, res *resource, client *redlock.Client) {
+	if !w.Reentrant {
+		return
+	}
+	inner, err := client.TryAcquire(octx, w.Key, w.TTL)
+	if err != nil {
+		return // a failed round (a node down, a late majority): the section goes on
+	}
+	res.mu.Lock()
+	res.report.Nested++
+	res.mu.Unlock()
+	_ = inner.Release(context.WithoutCancel(octx))
 }
 
 // section runs one critical section; it returns false if the lock was abandoned.

@@ -1,0 +1,193 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// logRecorder is a slog.Handler that keeps every record, for the Logger tests.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []logLine
+}
+
+// logLine is one recorded record: its level, message and attributes as text.
+type logLine struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	line := logLine{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+	r.Attrs(func(a slog.Attr) bool {
+		line.attrs[a.Key] = a.Value.String()
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, line)
+	return nil
+}
+
+// lines returns the records so far.
+func (h *logRecorder) lines() []logLine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]logLine(nil), h.records...)
+}
+
+// steppingClock is a Clock the test moves by hand.
+type steppingClock struct{ now time.Time }
+
+func (c *steppingClock) Now() time.Time                       { return c.now }
+func (c *steppingClock) After(time.Duration) <-chan time.Time { return nil }
+
+// TestLogRateLimit: at most one line per kind and node each logEvery; the next line
+// of that slot counts the ones left out; other nodes and kinds have slots of their own.
+func TestLogRateLimit(t *testing.T) {
+	rec := &logRecorder{}
+	clock := &steppingClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := newLogState(Options{Logger: slog.New(rec), Clock: clock})
+	for range 5 {
+		s.lockLost("k", errors.New("gone"))
+	}
+	s.emit(slog.LevelWarn, logConfig, "node-a", "a")
+	s.emit(slog.LevelWarn, logConfig, "node-b", "b")
+	s.emit(slog.LevelWarn, logConfig, "node-a", "a again") // left out
+	if got := len(rec.lines()); got != 3 {
+		t.Fatalf("%d lines within one second, want 3 (one lost-lock line, one per node): %+v", got, rec.lines())
+	}
+	clock.now = clock.now.Add(logEvery)
+	s.lockLost("k", errors.New("gone"))
+	lines := rec.lines()
+	if len(lines) != 4 || lines[3].attrs["suppressed"] != "4" {
+		t.Fatalf("after a second: want a 4th line saying 4 were suppressed, got %+v", lines)
+	}
+}
+
+// TestLogKeyHash: without LogKeys a line names the key by a hash, never by itself.
+func TestLogKeyHash(t *testing.T) {
+	for _, logKeys := range []bool{false, true} {
+		rec := &logRecorder{}
+		s := newLogState(Options{Logger: slog.New(rec), Clock: systemClock{}, LogKeys: logKeys})
+		s.lockLost("orders:customer-4711", errors.New("gone"))
+		line := rec.lines()[0]
+		_, hasKey := line.attrs["key"]
+		hash := line.attrs["key_hash"]
+		if logKeys != hasKey || logKeys == (hash != "") {
+			t.Errorf("LogKeys %v: attributes %v", logKeys, line.attrs)
+		}
+		if !logKeys && (len(hash) != 12 || strings.Contains(fmt.Sprint(line.attrs), "4711")) {
+			t.Errorf("LogKeys false: the key shows, or the hash is not 12 hex digits: %v", line.attrs)
+		}
+	}
+}
+
+// TestErrorClass: each kind of node error gets its class.
+func TestErrorClass(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{ErrNodeTimeout, ClassTimeout},
+		{context.DeadlineExceeded, ClassTimeout},
+		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), ClassRefused},
+		{replyError("READONLY You can't write against a read only replica."), ClassReadonly},
+		{replyError("LOADING Redis is loading the dataset in memory"), ClassLoading},
+		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), ClassPermanent},
+		{errNodeBusy, ClassBusy},
+		{errors.New("EOF"), ClassOther},
+	} {
+		if got := errorClass(tc.err); got != tc.want {
+			t.Errorf("errorClass(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestNodeRepliesFromRound: what gather saw becomes one NodeReply per node, in node
+// order, with a refused fencing token as ResultNo of class fence-refused and the
+// nodes silent at the node timeout as failed with class timeout.
+func TestNodeRepliesFromRound(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}}
+	r := &round{calls: make([]roundCall, 4), obs: newRoundObs(stepFencedAcquire, 4)}
+	r.saw(0, start.Add(time.Millisecond), outYes, nil)
+	r.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
+	r.timedOut([]bool{true, true, false, false}, start.Add(3*time.Millisecond))
+	got := c.nodeReplies(r, start)
+	want := []NodeReply{
+		{Node: "a", At: time.Millisecond, Result: ResultYes},
+		{Node: "b", At: 2 * time.Millisecond, Result: ResultNo, Class: ClassFenceRefused},
+		{Node: "c", At: 3 * time.Millisecond, Result: ResultFailed, Class: ClassTimeout, Err: ErrNodeTimeout},
+		{Node: "d", At: 3 * time.Millisecond, Result: ResultFailed, Class: ClassTimeout, Err: ErrNodeTimeout},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("replies:\n got %v\nwant %v", got, want)
+	}
+	if c.nodeReplies(&round{}, start) != nil {
+		t.Fatal("a round without a record gives replies")
+	}
+}
+
+// TestOutcomeOf: every error a step returns falls in its outcome.
+func TestOutcomeOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, OutcomeOK},
+		{closedError("k"), OutcomeClosed},
+		{lostError("extend", "k", "already released"), OutcomeLost},
+		{&QuorumError{kind: ErrNotAcquired}, OutcomeNotAcquired},
+		{&QuorumError{kind: ErrUnavailable}, OutcomeUnavailable},
+		{&QuorumError{kind: ErrNotAcquired, ctxErr: context.DeadlineExceeded}, OutcomeCanceled},
+		{&fenceExhaustedError{key: "k"}, OutcomeInvalid},
+		{errEmptyKey, OutcomeInvalid},
+	} {
+		if got := outcomeOf(tc.err); got != tc.want {
+			t.Errorf("outcomeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestNodeHealthLines: a node's change of state is printed at once, unless the node
+// had a line within logEvery; then with the first call after that, if the state still
+// differs from the last line, counting the changes left out. No call, no line.
+func TestNodeHealthLines(t *testing.T) {
+	rec := &logRecorder{}
+	clock := &steppingClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	h := newLogState(Options{Logger: slog.New(rec), Clock: clock}).node("n1")
+	msgs := func() (out []string) {
+		for _, l := range rec.lines() {
+			out = append(out, l.msg+" "+l.attrs["suppressed"])
+		}
+		return out
+	}
+	h.note(outYes, nil) // up, as assumed: nothing to say
+	h.note(outFailed, ErrNodeTimeout)
+	h.note(outFailed, ErrNodeTimeout) // still down: nothing new
+	h.note(outYes, nil)               // up within the second: held back
+	h.note(outFailed, errNodeBusy)    // not the node's fault: up still
+	if got := fmt.Sprint(msgs()); got != "[redlock: node failing ]" {
+		t.Fatalf("lines: %s", got)
+	}
+	h.note(outFailed, ErrNodeTimeout) // down again: the state printed holds
+	clock.now = clock.now.Add(logEvery)
+	h.note(outFailed, ErrNodeTimeout)
+	h.note(outYes, nil) // up: printed, having left out two changes
+	if got := fmt.Sprint(msgs()); got != "[redlock: node failing  redlock: node recovered 2]" {
+		t.Fatalf("lines: %s", got)
+	}
+}

@@ -1,0 +1,231 @@
+package redlock
+
+import (
+	"context"
+	_ "embed" // the Lua scripts are files in scripts/
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reentrant locks: an Acquire whose context carries an owner (WithOwner) adds a hold of
+// that owner to the key instead of taking it with a bare token. The key on each node
+// is then a string, the owner's head ("owner <length>:<owner>|") followed by the id of
+// every hold the node has seen, each followed by "|" (scripts/reentrant_*.lua). A hold
+// is one Acquire: its id is the Lock's token, random like every token, so a copy of a
+// call that arrives twice adds or removes nothing twice. The TTL is the owner's, shared
+// by its holds: extending any hold extends the lease. The key goes when its last hold
+// is released, or when the TTL runs out. Locks without owner keep their own scripts
+// and bare tokens, and each kind sees the other as a key held elsewhere.
+
+var (
+	//go:embed scripts/reentrant_acquire.lua
+	reentrantAcquireLua string
+	//go:embed scripts/reentrant_extend.lua
+	reentrantExtendLua string
+	//go:embed scripts/reentrant_release.lua
+	reentrantReleaseLua string
+	//go:embed scripts/reentrant_fenced_acquire.lua
+	reentrantFencedAcquireLua string
+
+	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false}
+	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false}
+	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false}
+	// Client.start adds the counter's names per node.
+	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true}
+)
+
+// ownerKey is the context key under which WithOwner stores the owner.
+type ownerKey struct{}
+
+// WithOwner returns a copy of ctx that makes Acquire, TryAcquire and Do take reentrant
+// locks for owner: an Acquire whose key owner already holds succeeds at once (with a
+// majority of nodes, as every grant) and returns a Lock that shares the lease, whether
+// the earlier hold was taken by the same Client, another Client or another process.
+// The key is freed when every hold has been released, or when the lease expires.
+// Extend, KeepAlive and Do apply to the shared lease; each Lock's Until is the lease's
+// validity as that hold has proven it (by its Acquire or its own last Extend).
+//
+// Holders that use the same owner are one logical holder: the nodes cannot tell them
+// apart, and each can take the lock while another holds it. Use an owner that names
+// one job (a job id that a restarted copy of the job reuses takes its lock back at
+// once instead of waiting out the TTL), never one shared by work that must exclude
+// each other. An empty owner makes Acquire fail with an error; locks taken without an
+// owner are not reentrant and see a reentrant lock as held elsewhere (and the other
+// way round). See docs/reentrant.md for what is guaranteed under faults, and for
+// Options.Fencing with an owner (every hold of a lease gets the lease's token).
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+// OwnerFrom returns the owner that WithOwner put into ctx, and whether there is one.
+func OwnerFrom(ctx context.Context) (string, bool) {
+	owner, ok := ctx.Value(ownerKey{}).(string)
+	return owner, ok
+}
+
+// errEmptyOwner is returned by Acquire for a context whose owner is empty.
+var errEmptyOwner = errors.New("redlock: empty owner (WithOwner)")
+
+// ownerHead returns the prefix under which the nodes keep ctx's owner's holds, or ""
+// when ctx has no owner. The owner's length comes first, so no head is a prefix of
+// another owner's, and "owner " is never the start of a token (a UUID).
+func ownerHead(ctx context.Context) (string, error) {
+	owner, ok := OwnerFrom(ctx)
+	if !ok {
+		return "", nil
+	}
+	if owner == "" {
+		return "", errEmptyOwner
+	}
+	return "owner " + strconv.Itoa(len(owner)) + ":" + owner + "|", nil
+}
+
+// Owner returns the owner the lock was acquired for (WithOwner), or "" for a lock
+// without owner.
+func (l *Lock) Owner() string {
+	if l.owner == "" {
+		return ""
+	}
+	_, rest, _ := strings.Cut(l.owner, ":") // the owner follows its length
+	return rest[:len(rest)-1]
+}
+
+// acquireStep returns the step that takes or refreshes (heals) a hold of token on key,
+// with fencing token fence when it is not 0: acquire.lua or fenced_acquire.lua for a
+// lock without owner, reentrant_acquire.lua or reentrant_fenced_acquire.lua for an
+// owner's hold. A fenced step gets the counter's names from Client.start.
+func acquireStep(key, owner, token string, ttl time.Duration, fence int64) stepRequest {
+	keys, ms := []string{key}, ttl.Milliseconds()
+	switch {
+	case owner == "" && fence == 0:
+		return stepRequest{step: stepAcquire, keys: keys, args: []any{token, ms}}
+	case owner == "":
+		return stepRequest{step: stepFencedAcquire, keys: keys, args: []any{token, ms, fence}}
+	case fence == 0:
+		return stepRequest{step: stepReentrantAcquire, keys: keys, args: []any{owner, token, ms}}
+	}
+	return stepRequest{step: stepReentrantFencedAcquire, keys: keys, args: []any{owner, token, ms, fence}}
+}
+
+// leaseReply judges reentrant_fenced_acquire.lua: the lease's fencing token (≥ 1)
+// means the hold is there, 0 held elsewhere, −c a refused proposal.
+func leaseReply(v int64) outcome {
+	switch {
+	case v >= 1:
+		return outYes
+	case v == 0:
+		return outNo
+	}
+	return outRefused
+}
+
+// leaseFence returns the fencing token of the Lock that round r of req won with tally
+// t: the proposal for a lock without owner; for an owner's hold, the lease's token,
+// which a majority of the nodes must have reported alike (ok false otherwise: the
+// round then fails). Each of those nodes has a counter at least that high, so any
+// later grant, which needs one of them, gets a higher token; and one of them belongs
+// to any earlier holder's majority, where the lease began (with a token above the
+// counter) after that holder's key was gone. The nodes disagree only when some lost
+// the lease (restarted empty, or it expired there) and began it afresh with this
+// round's proposal. waited reports that it waited for more replies than gather did.
+func (req roundRequest) leaseFence(r *round, t tally) (fence int64, ok, waited bool) {
+	if req.owner == "" || req.fence == 0 {
+		return req.fence, true, false
+	}
+	if t.yesLow == t.yesHigh {
+		return t.yesLow, t.yesLow >= 1, false
+	}
+	fence, ok = r.agreedFence(t.quorum())
+	return fence, ok, true
+}
+
+// agreedFence returns the value of a yes that at least quorum nodes of the round
+// replied alike. It looks at the calls that returned within the node timeout (a reply
+// gather counted returns at once), so it may count fewer than gather did, never more.
+func (r *round) agreedFence(quorum int) (int64, bool) {
+	timer := time.NewTimer(max(time.Until(r.expires), 0))
+	defer timer.Stop()
+	expired := false
+	counts := make(map[int64]int, len(r.calls))
+	for i := range r.calls {
+		if !expired {
+			select {
+			case <-r.calls[i].done:
+			case <-timer.C:
+				expired = true
+			}
+		}
+		select {
+		case <-r.calls[i].done:
+			if r.calls[i].out == outYes {
+				counts[r.calls[i].val]++
+			}
+		default:
+		}
+	}
+	for v, n := range counts {
+		if n >= quorum && v >= 1 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// extendStep returns the step that raises the TTL of the lock's key where its hold is,
+// each call after the lock's previous one to that node.
+func (l *Lock) extendStep(ttl time.Duration) stepRequest {
+	if l.owner == "" {
+		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound}
+	}
+	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: []any{l.owner, l.token, ttl.Milliseconds()}, after: l.lastRound}
+}
+
+// releaseStep returns the step that deletes token's key (a lock without owner; more
+// tokens may follow, see release.lua) or removes owner's hold token.
+func releaseStep(key, owner string, tokens ...any) stepRequest {
+	if owner == "" {
+		return stepRequest{step: stepRelease, keys: []string{key}, args: tokens}
+	}
+	return stepRequest{step: stepReentrantRelease, keys: []string{key}, args: append([]any{owner}, tokens...)}
+}
+
+// heldByOwner reports whether a lock of owner (a head, not "") that this Client holds
+// has key within its validity at now. Such an owner's Acquire does not queue behind
+// this Client's other waiters for key: they wait for that very lock, and a holder
+// taking it again (reentrancy) must not wait for them.
+func (q *queues) heldByOwner(key, owner string, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.ContainsFunc(q.held[key], func(l *Lock) bool {
+		return l.owner == owner && now.Before(l.validUntil())
+	})
+}
+
+// beside is Acquire for a waiter whose owner holds the key in this Client: it retries
+// after Options.RetryDelay, outside the key's queue, until it succeeds, ctx ends, the
+// Client closes, or Options.MaxAttempts attempts have failed.
+func (w *waiter) beside() (*Lock, error) {
+	for {
+		select {
+		case <-w.ctx.Done():
+			return nil, w.stopped()
+		case <-w.c.closing:
+			return nil, w.stopped()
+		case <-w.c.opts.Clock.After(w.c.opts.RetryDelay(w.attempt - 1)):
+		}
+		if lock, err := w.try(); lock != nil || err != nil {
+			return lock, err
+		}
+	}
+}
+
+// owner returns the head of the owner the waiter acquires for, or "".
+func (w *waiter) owner() string {
+	owner, _ := ownerHead(w.ctx) // Acquire checked it before the waiter queued
+	return owner
+}

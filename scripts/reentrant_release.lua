@@ -1,0 +1,44 @@
+-- reentrant_release.lua: remove one hold from an owner's lock on one node; the key goes
+-- when no hold is left, and that is announced as release.lua does. A fenced lease's
+-- token ("#<token>|" after the head, see reentrant_fenced_acquire.lua) is not a hold.
+--
+-- KEYS[1]  the lock key
+-- ARGV[1]  the owner's head
+-- ARGV[2]  the hold's id
+--
+-- Returns -1 when another owner, or a lock without owner, holds the key (left
+-- untouched); 0 when the key is absent or does not list this hold (nothing of ours:
+-- also a copy of this call re-sent after the first one removed the hold); 1 when it
+-- removed the hold and others remain (their TTL unchanged); otherwise it deleted the
+-- key, published ARGV[2] on redlock:released:<key> (best effort) and returns 1 + the
+-- number of clients that received it. A copy arriving late removes only its own hold,
+-- which belongs to a lock that is over: never another hold, never another owner's key.
+local head, hold = ARGV[1], '|' .. ARGV[2] .. '|'
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  return 0
+end
+if string.sub(cur, 1, #head) ~= head then
+  return -1
+end
+local at = string.find(cur, hold, #head, true)
+if not at then
+  return 0
+end
+local rest = string.sub(cur, 1, at) .. string.sub(cur, at + #hold)
+local left = string.sub(rest, #head + 1) -- the holds left, after a fenced lease's "#f|"
+if string.match(left, '^#[0-9]+|') then
+  left = string.sub(left, string.find(left, '|', 1, true) + 1)
+end
+if left ~= '' then
+  -- Keep the expiry: inside a script the clock stands still on Redis 7, so PX PTTL
+  -- sets the same instant (older servers can only move it later, never earlier).
+  redis.call('SET', KEYS[1], rest, 'PX', redis.call('PTTL', KEYS[1]))
+  return 1
+end
+redis.call('DEL', KEYS[1])
+local heard = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], ARGV[2])
+if type(heard) ~= 'number' then
+  heard = 0
+end
+return 1 + heard
