@@ -217,12 +217,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		}
 	}
 	start := c.opts.Clock.Now()
-	req := releaseStep(l.key, l.owner, args...)
-	req.after, req.mustLand = l.lastRound, true
-	if l.fairID != "" {
-		req = l.fairRelease(req)
-	}
-	r := c.start(ctx, req)
+	r := c.start(ctx, l.releaseRequest(args))
 	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
@@ -244,6 +239,18 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// releaseRequest is Release's step with the tokens args: release.lua, the owner's
+// reentrant_release.lua, or fair_release.lua for a lock that queued (Options.Fair); it
+// goes after the lock's latest round and must land.
+func (l *Lock) releaseRequest(args []any) stepRequest {
+	req := releaseStep(l.key, l.owner, args...)
+	if l.fairID != "" {
+		req = l.fairRelease(req)
+	}
+	req.after, req.mustLand = l.lastRound, true
+	return req
 }
 
 // markReleased marks the lock released first thing in Release, so that no KeepAlive
