@@ -44,6 +44,16 @@ func fairReply(v int64) outcome {
 	return yesOrNo(v)
 }
 
+// fairAhead returns how many entries were ahead of a waiter whose fair attempt t did
+// not win, on the node that had the fewest: 0 when a node said yes (the waiter was its
+// head), also when every other node failed, and when none answered.
+func fairAhead(t tally) int64 {
+	if t.yes > 0 || t.high <= 0 || t.high > fairBehind {
+		return 0
+	}
+	return fairBehind - t.high
+}
+
 // DefaultFairLease is the lease of a waiter's queue entry when Options.FairLease is
 // zero: a waiter that died blocks the queue for at most about this long.
 const DefaultFairLease = time.Second
@@ -231,10 +241,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	}
 	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
 	w.tries++ // for Options.Observer
-	w.ahead = 0
-	if t.high > 0 && t.high <= fairBehind {
-		w.ahead = fairBehind - t.high
-	}
+	w.ahead = fairAhead(t)
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
 		c.cleanup(w.ctx, w.key, "", lock.token, lock.lastRound)

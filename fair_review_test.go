@@ -1,0 +1,106 @@
+package redlock_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Adversarial tests of the fair lock (Options.Fair), from the review of #13 §2's first
+// increment: the waiting loop's bookkeeping when nodes fail or waiters leave, and the
+// availability cost of the queue.
+
+// partLink is a go-redis hook on some of a Client's node connections: once cut, every
+// command on them fails, as across a network partition. It counts the commands it
+// failed.
+type partLink struct {
+	cut    atomic.Bool
+	failed atomic.Int64
+}
+
+func (*partLink) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *partLink) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if p.cut.Load() {
+			p.failed.Add(1)
+			cmd.SetErr(errSevered)
+			return errSevered
+		}
+		return next(ctx, cmd)
+	}
+}
+func (p *partLink) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if p.cut.Load() {
+			p.failed.Add(int64(len(cmds)))
+			for _, cmd := range cmds {
+				cmd.SetErr(errSevered)
+			}
+			return errSevered
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// partedClient returns a Client whose connections to the given nodes (0-based) can be
+// cut; it reaches the other nodes throughout.
+func (c *cluster) partedClient(opts redlock.Options, nodes ...int) (*redlock.Client, *partLink) {
+	c.t.Helper()
+	p := &partLink{}
+	rdbs := redistest.Clients(c.servers)
+	for _, i := range nodes {
+		rdbs[i].AddHook(p)
+	}
+	client, err := redlock.New(rdbs, opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { client.Close() })
+	return client, p
+}
+
+// TestFairHeadAfterMinorityYes: the head waiter whose attempt got yes from a minority
+// and failures from the rest (no node said "no") still attempts as soon as a release
+// is announced. It used to read the yes (1) as "2^40 − 1 entries ahead" and then ignore
+// every wake-up, waiting for its renewal (a third of the lease: here 1 s).
+func TestFairHeadAfterMinorityYes(t *testing.T) {
+	opts := redlock.Options{Fair: true, FairLease: 3 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	c.wantValues("k", repeat(holder.Token(), 3)...)
+	a, link := c.partedClient(opts, 1, 2)
+	res := acquireAsync(ctx, a, "k", 5*time.Second)
+	c.waitQueued("k", 1)
+	eventually(t, "the waiter's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	// Node 1 lost the holder's key (a restart, say): the waiter, head of the queue,
+	// gets yes there, and fails on nodes 2 and 3, which it cannot reach for a moment.
+	if err := c.admin[0].Del(ctx, "k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	link.cut.Store(true)
+	// Its attempt (two calls) and the attempt's clean-up (two more) failed.
+	eventually(t, "an attempt cut off from nodes 2 and 3", func() bool { return link.failed.Load() >= 4 })
+	link.cut.Store(false)
+	start := time.Now()
+	if err := holder.Release(ctx); err != nil { // announced by nodes 2 and 3
+		t.Fatal(err)
+	}
+	r := wantResult(t, "the head waiter", res)
+	defer r.lock.Release(ctx)
+	took := r.at.Sub(start)
+	t.Logf("the head got the lock %v after the release", took)
+	if took > 300*time.Millisecond {
+		t.Errorf("the head got the lock %v after an announced release: it ignored the wake-up", took)
+	}
+}
