@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,5 +103,61 @@ func TestFairHeadAfterMinorityYes(t *testing.T) {
 	t.Logf("the head got the lock %v after the release", took)
 	if took > 300*time.Millisecond {
 		t.Errorf("the head got the lock %v after an announced release: it ignored the wake-up", took)
+	}
+}
+
+// TestFairLeaversMidQueueAnnounced: waiters that give up from the middle of the queue
+// while the key is held take their entries out with an announcement, so the waiters
+// behind them count them as gone and attempt on the right release. Before, only a
+// leaving head was announced: the next waiter's count of those ahead stayed too high,
+// and it missed its turn until its renewal (a third of the lease: here 1 s).
+func TestFairLeaversMidQueueAnnounced(t *testing.T) {
+	opts := redlock.Options{Fair: true, FairLease: 3 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	first, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder must have a queue entry, as every lock granted to a waiter has.
+	hres := acquireAsync(ctx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 1)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder := wantResult(t, "the holder", hres).lock
+	ares := acquireAsync(ctx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 2)
+	var leavers []<-chan result
+	var cancels []context.CancelFunc
+	for i := range 2 {
+		lctx, cancel := context.WithCancel(ctx)
+		cancels = append(cancels, cancel)
+		leavers = append(leavers, acquireAsync(lctx, c.newClient(opts), "k", 10*time.Second))
+		c.waitQueued("k", int64(3+i))
+	}
+	cres := acquireAsync(ctx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 5)
+	for i, cancel := range cancels {
+		cancel()
+		if r := <-leavers[i]; !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("leaver %d: %v, want context.Canceled", i+1, r.err)
+		}
+	}
+	c.waitQueued("k", 3) // the holder's entry, A's and C's
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := wantResult(t, "waiter A", ares).lock
+	start := time.Now()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter C", cres)
+	defer r.lock.Release(ctx)
+	took := r.at.Sub(start)
+	t.Logf("C got the lock %v after A's release", took)
+	if took > 300*time.Millisecond {
+		t.Errorf("C got the lock %v after A's release: it missed its turn", took)
 	}
 }
