@@ -51,6 +51,12 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lo
 	if err != nil {
 		return nil, err
 	}
+	if c.opts.Fair {
+		if owner != "" {
+			return nil, fairOwnerError(key)
+		}
+		return c.fairAcquire(w)
+	}
 	if owner != "" || !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
@@ -151,7 +157,14 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 		if err != nil {
 			return nil, nil, err
 		}
-		lock, qe, _ := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl})
+		req := roundRequest{key: key, owner: owner, token: token, ttl: ttl}
+		if c.opts.Fair {
+			if owner != "" {
+				return nil, nil, fairOwnerError(key)
+			}
+			req.fair = fairTry // takes the key only if nobody is queued
+		}
+		lock, qe, _ := c.round(ctx, req)
 		return lock, qe, nil
 	}
 	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
@@ -215,10 +228,15 @@ type roundRequest struct {
 	// fence is the proposed fencing token with Options.Fencing (at least 1: the round
 	// runs the fenced acquire), else 0 (the plain acquire).
 	fence int64
+	// fair, with Options.Fair, is the waiter's queue entry (fairTry for TryAcquire).
+	fair *fairEntry
 }
 
 // stepRequest returns the acquire step that req sends to every node.
 func (req roundRequest) stepRequest() stepRequest {
+	if req.fair != nil {
+		return req.fair.stepRequest(req)
+	}
 	return acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
 }
 

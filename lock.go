@@ -16,6 +16,9 @@ type Lock struct {
 	token string // an owner's lock: its hold's id
 	owner string // the owner's head (ownerHead), or "" for a lock without owner
 	fence int64  // with Options.Fencing, else 0
+	// fairID, with Options.Fair, is the id of the queue entry that Release removes; ""
+	// for a lock that never queued.
+	fairID string
 
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
@@ -214,9 +217,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		}
 	}
 	start := c.opts.Clock.Now()
-	req := releaseStep(l.key, l.owner, args...)
-	req.after, req.mustLand = l.lastRound, true
-	r := c.start(ctx, req)
+	r := c.start(ctx, l.releaseRequest(args))
 	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
@@ -238,6 +239,18 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// releaseRequest is Release's step with the tokens args: release.lua, the owner's
+// reentrant_release.lua, or fair_release.lua for a lock that queued (Options.Fair); it
+// goes after the lock's latest round and must land.
+func (l *Lock) releaseRequest(args []any) stepRequest {
+	req := releaseStep(l.key, l.owner, args...)
+	if l.fairID != "" {
+		req = l.fairRelease(req)
+	}
+	req.after, req.mustLand = l.lastRound, true
+	return req
 }
 
 // markReleased marks the lock released first thing in Release, so that no KeepAlive

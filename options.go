@@ -66,6 +66,21 @@ type Options struct {
 	// (fenced.ErrNoToken) rather than let a forgotten setting switch the fence off.
 	Fencing bool
 
+	// Fair makes Acquire grant the lock in arrival order across all Clients and
+	// processes that use Fair on the key: each waiter is queued on every node under one
+	// ticket, and a node grants the key only to the head of its queue (see
+	// docs/design.md, "Fair locks across processes"). TryAcquire then fails with
+	// ErrNotAcquired while others are queued, even if the key is free. Not yet
+	// available with Fencing (New refuses the pair). Clients with and without Fair
+	// must not share a key: those without it ignore the queue.
+	Fair bool
+
+	// FairLease is how long a waiter's queue entry lives without renewal (a waiter
+	// renews it every third of it): a waiter that died blocks the queue for at most
+	// about this long. Zero means DefaultFairLease (1 s), or 10 × NodeTimeout if that
+	// is more; it must be whole milliseconds and at least 10 × NodeTimeout.
+	FairLease time.Duration
+
 	// Observer, when not nil, hears of every Acquire, TryAcquire, Extend and Release
 	// and of KeepAlive's renewals (see Observer). Nil, or a nil pointer of a type
 	// that implements Observer, means none, at no cost.
@@ -104,6 +119,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = systemClock{}
+	}
+	if err := o.fairDefaults(); err != nil {
+		return o, err
 	}
 	if o.Observer != nil && isNilPointer(o.Observer) {
 		// A nil *T in the interface: its Observe would most likely panic on every

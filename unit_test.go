@@ -266,3 +266,30 @@ func TestClockGap(t *testing.T) {
 		t.Fatalf("readings without a monotonic part: gap %v, want 0", g)
 	}
 }
+
+// TestFairAhead: a failed fair attempt's tally gives the fewest entries ahead of the
+// waiter on any node that answered; a node that said yes had none ahead (the waiter
+// was its head), also when every other node failed.
+func TestFairAhead(t *testing.T) {
+	behind := func(a int64) int64 { return -(fairBehind - a) }
+	for _, tc := range []struct {
+		name string
+		outs []outcome
+		vals []int64
+		want int64
+	}{
+		{"three ahead and five ahead", []outcome{outNo, outNo, outFailed}, []int64{behind(3), behind(5), 0}, 3},
+		{"head with the key held", []outcome{outNo, outNo}, []int64{behind(0), behind(2)}, 0},
+		{"yes on a minority, the rest failed", []outcome{outYes, outFailed, outFailed}, []int64{1, 0, 0}, 0},
+		{"yes beside two ahead", []outcome{outYes, outNo, outFailed}, []int64{1, behind(2), 0}, 0},
+		{"every node failed", []outcome{outFailed, outFailed, outFailed}, []int64{0, 0, 0}, 0},
+	} {
+		tl := newTally(len(tc.outs))
+		for i, o := range tc.outs {
+			tl.add(o, tc.vals[i])
+		}
+		if got := fairAhead(tl); got != tc.want {
+			t.Errorf("%s: fairAhead = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,320 @@
+package redlock
+
+import (
+	"context"
+	_ "embed" // the Lua scripts are files in scripts/
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fair locks across processes (Options.Fair): every node keeps the key's waiters in a
+// sorted set ordered by a ticket the client draws once and sends to every node, and
+// grants the key only to the head of that queue. docs/design.md, "Fair locks across
+// processes", explains the design; this file holds the client side: the steps, the
+// names of the keys, and the waiting loop of a fair Acquire.
+
+var (
+	//go:embed scripts/fair_ticket.lua
+	fairTicketLua string
+	//go:embed scripts/fair_acquire.lua
+	fairAcquireLua string
+	//go:embed scripts/fair_release.lua
+	fairReleaseLua string
+
+	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
+	stepFairAcquire = step{redis.NewScript(fairAcquireLua), fairReply, false}
+	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
+)
+
+// fairBehind is 2^40: fair_acquire.lua answers −(fairBehind − a) to a waiter with a
+// entries ahead of it, so a tally's high (its largest absolute value) tells the fewest
+// ahead on any node that answered.
+const fairBehind = 1 << 40
+
+// fairReply judges fair_acquire.lua: 1 took it, 0 (TryAcquire) or a negative number
+// (a waiter, see fairBehind) did not.
+func fairReply(v int64) outcome {
+	if v < 0 && v >= -fairBehind {
+		return outNo
+	}
+	return yesOrNo(v)
+}
+
+// fairAhead returns how many entries were ahead of a waiter whose fair attempt t did
+// not win, on the node that had the fewest: 0 when a node said yes (the waiter was its
+// head), also when every other node failed, and when none answered.
+func fairAhead(t tally) int64 {
+	if t.yes > 0 || t.high <= 0 || t.high > fairBehind {
+		return 0
+	}
+	return fairBehind - t.high
+}
+
+// DefaultFairLease is the lease of a waiter's queue entry when Options.FairLease is
+// zero: a waiter that died blocks the queue for at most about this long.
+const DefaultFairLease = time.Second
+
+// minFairLeaseTimeouts: a lease is at least this many node timeouts, since a waiter
+// renews it every third of a lease and a renewal may take a node timeout.
+const minFairLeaseTimeouts = 10
+
+// fairOwnerError refuses an owner's Acquire or TryAcquire (WithOwner) with Options.Fair:
+// reentrant holds do not queue yet.
+func fairOwnerError(key string) error {
+	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair yet", key)
+}
+
+// errFairFencing refuses Options.Fair together with Options.Fencing (not done yet).
+var errFairFencing = errors.New("redlock: Options.Fair with Options.Fencing is not supported yet")
+
+// fairDefaults validates the fair-lock options of o and fills in their defaults.
+func (o *Options) fairDefaults() error {
+	if !o.Fair {
+		return nil
+	}
+	if o.Fencing {
+		return errFairFencing
+	}
+	if o.FairLease == 0 {
+		o.FairLease = max(DefaultFairLease, timeouts(minFairLeaseTimeouts, o.NodeTimeout))
+	}
+	if floor := timeouts(minFairLeaseTimeouts, o.NodeTimeout); o.FairLease < floor || o.FairLease%time.Millisecond != 0 {
+		return fmt.Errorf("redlock: FairLease %v must be whole milliseconds and at least %d × NodeTimeout (%v)",
+			o.FairLease, minFairLeaseTimeouts, floor)
+	}
+	return nil
+}
+
+// FairKeys returns the names under which Clients with Options.Fair keep key's queue on
+// every node, for tools that inspect the nodes (redlock status): the waiter queue (a
+// sorted set of waiter ids scored by ticket, the head first), the waiters' leases (a
+// sorted set of the same ids scored by the end of their lease in milliseconds of the
+// node's clock) and the ticket counter. All three lie in key's Redis Cluster hash
+// slot: KEY:fairq (and so on) when that name is in the slot, as it is for every key
+// with a hash tag; otherwise fairq:{KEY} when KEY has no "}", else fairq:{T}{KEY}
+// with a four-character tag T of KEY's slot, as for FenceKeys. Do not use these names
+// as lock keys.
+func FairKeys(key string) (queue, leases, counter string) {
+	return slotName(key, "fairq"), slotName(key, "fairl"), slotName(key, "fairn")
+}
+
+// fairKeys returns the KEYS of every fair step: the lock key, then FairKeys.
+func fairKeys(key string) []string {
+	q, l, n := FairKeys(key)
+	return []string{key, q, l, n}
+}
+
+// slotName names a companion key of kind for key in key's hash slot (see FairKeys).
+func slotName(key, kind string) string {
+	name := key + ":" + kind
+	slot := hashSlot(key)
+	switch {
+	case hashSlot(name) == slot:
+		return name
+	case strings.IndexByte(key, '}') < 0:
+		return kind + ":{" + key + "}"
+	}
+	return kind + ":{" + slotTag(slot) + "}{" + key + "}"
+}
+
+// fairEntry is a waiter's entry in a fair key's queue, as fair_acquire.lua is given it.
+// The zero entry (no id) is TryAcquire's: it takes the key only if nobody is queued.
+type fairEntry struct {
+	id     string // one per Acquire call
+	ticket int64  // drawn once (fair_ticket.lua), the same on every node
+	lease  time.Duration
+}
+
+// fairTry is the entry of every fair TryAcquire and of a fair Acquire's first attempt.
+var fairTry = &fairEntry{}
+
+// stepRequest returns the fair acquire step for req.
+func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key),
+		args: []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}}
+}
+
+// fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
+// plain waiter's bookkeeping (attempt count, last failure, verdict, stopped).
+type fairWaiter struct {
+	*waiter
+	entry fairEntry
+	keys  []string
+	// ahead is how many entries were ahead of the waiter at its latest attempt, on the
+	// node that had the fewest: it attempts on a wake-up only once that many releases
+	// were announced since (every release takes one entry off the front), and
+	// otherwise when its lease is due for renewal (renewAt), so a release makes the
+	// next waiter attempt, not all of them.
+	ahead   int64
+	renewAt time.Time
+}
+
+// fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
+// is queued; then a ticket, and attempts that queue the waiter on every node and renew
+// its entry, at once after every announced release and otherwise every
+// min(FairLease/3, RetryDelay), until it is the head on a majority and gets the key.
+// Its entries are removed when it gives up.
+func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
+	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
+	if lock, err := w.try(); lock != nil || err != nil {
+		return lock, err
+	}
+	id, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	w.entry = fairEntry{id: id, lease: c.opts.FairLease}
+	w.t = c.queues.join(w.key) // for the wake-ups only: every fair waiter attempts
+	defer w.t.leave()
+	w.t.subscribe()
+	lock, err := w.run()
+	if lock == nil {
+		w.leave()
+	}
+	return lock, err
+}
+
+// run draws the ticket, then attempts until the lock is granted or Acquire fails.
+func (w *fairWaiter) run() (*Lock, error) {
+	for w.entry.ticket == 0 {
+		if err := w.draw(); err != nil {
+			return nil, err
+		}
+		if w.entry.ticket == 0 {
+			if err := w.sleep(nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for {
+		// Taken before the attempt: a release during it is not missed.
+		wake, wakes := w.t.woken()
+		if !w.c.opts.Clock.Now().Before(w.renewAt) || wakes-w.seen >= uint64(w.ahead) {
+			w.seen = wakes
+			lock, err := w.attemptFair()
+			if lock != nil || err != nil {
+				return lock, err
+			}
+		}
+		if err := w.sleep(wake); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// draw runs fair_ticket.lua on every node and takes the largest answer of a majority
+// as the waiter's ticket. A nil error with no ticket means: try again later.
+func (w *fairWaiter) draw() error {
+	c := w.c
+	if !c.enter() {
+		return w.stopped()
+	}
+	defer c.inFlight.Done()
+	keep := 2 * w.entry.lease.Milliseconds()
+	t, errs, ctxErr := c.gather(w.ctx, c.start(w.ctx, stepRequest{step: stepFairTicket, keys: w.keys, args: []any{keep}}), true)
+	if ctxErr == nil && t.won() {
+		w.entry.ticket = t.high
+		return nil
+	}
+	kind := ErrUnavailable
+	if ctxErr != nil {
+		kind = ErrNotAcquired
+	}
+	return w.failed(c.quorumError("acquire", w.key, t, errs, kind, ctxErr))
+}
+
+// attemptFair is one round of fair_acquire.lua with the waiter's entry. Nil lock and
+// error mean that it failed and Acquire goes on.
+func (w *fairWaiter) attemptFair() (*Lock, error) {
+	c := w.c
+	if !c.enter() {
+		return nil, w.stopped()
+	}
+	token, err := newToken()
+	if err != nil {
+		c.inFlight.Done()
+		return nil, err
+	}
+	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
+	w.tries++ // for Options.Observer
+	w.ahead = fairAhead(t)
+	w.renewAt = c.opts.Clock.Now().Add(w.period())
+	if lock != nil && c.isClosed() {
+		c.cleanup(w.ctx, w.key, "", lock.token, lock.lastRound)
+		lock, qe = nil, nil
+	}
+	c.inFlight.Done()
+	switch {
+	case lock != nil:
+		lock.fairID = w.entry.id // its Release takes the entry out and wakes the next
+		return lock, nil
+	case qe == nil:
+		return nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", w.key, ErrClosed)
+	}
+	return nil, w.failed(qe)
+}
+
+// failed records a failed step; a non-nil error is Acquire's.
+func (w *fairWaiter) failed(qe *QuorumError) error {
+	if err := w.verdict(qe); err != nil {
+		return err
+	}
+	w.last = qe
+	w.attempt++
+	return nil
+}
+
+// sleep waits for a wake-up (a release announced by a majority of nodes, or one of
+// this Client), or for the next renewal of the entry, whichever comes first. A non-nil
+// error is Acquire's (ctx ended, or the Client closed).
+func (w *fairWaiter) sleep(wake <-chan struct{}) error {
+	c := w.c
+	d := w.period()
+	if !w.renewAt.IsZero() {
+		d = w.renewAt.Sub(c.opts.Clock.Now())
+	}
+	select {
+	case <-wake:
+	case <-c.opts.Clock.After(d):
+	case <-w.ctx.Done():
+		return w.stopped()
+	case <-c.closing:
+		return w.stopped()
+	}
+	return nil
+}
+
+// period is how long after an attempt the next one is due at the latest: a third of
+// the lease, and for the head (which must notice a lock that expired, never
+// announced) at most the retry delay.
+func (w *fairWaiter) period() time.Duration {
+	if w.ahead > 0 {
+		return w.entry.lease / 3
+	}
+	return min(w.entry.lease/3, w.c.opts.RetryDelay(max(w.attempt-1, 1)))
+}
+
+// leave removes the waiter's entry from every node (fair_release.lua with no token),
+// on a context the caller cannot cancel, waiting at most the node timeout; a node it
+// does not reach drops the entry when its lease ends. If the waiter was the head and
+// the key is free, the nodes wake the next waiter.
+func (w *fairWaiter) leave() {
+	c := w.c
+	if !c.enter() {
+		return // closed: the entries run out with their lease
+	}
+	defer c.inFlight.Done()
+	ctx := context.WithoutCancel(w.ctx)
+	c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
+}
+
+// fairRelease turns req into the release step of a fair lock that holds a queue
+// entry: the entry goes with the key, and the next waiter is woken.
+func (l *Lock) fairRelease(req stepRequest) stepRequest {
+	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
+	return req
+}

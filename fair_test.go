@@ -1,0 +1,494 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Fair locks across processes (Options.Fair), on real redis-server processes. Every
+// waiter is its own Client, with its own connections, as separate processes would be.
+
+var fairOpts = redlock.Options{Fair: true}
+
+// queueLens returns the length of key's fair queue on every node.
+func (c *cluster) queueLens(key string) []int64 {
+	c.t.Helper()
+	q, _, _ := redlock.FairKeys(key)
+	lens := make([]int64, len(c.admin))
+	for i, a := range c.admin {
+		lens[i] = a.ZCard(context.Background(), q).Val()
+	}
+	return lens
+}
+
+// waitQueued waits until key's queue holds n entries on every node.
+func (c *cluster) waitQueued(key string, n int64) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lens := c.queueLens(key)
+		if slices.Max(lens) == n && slices.Min(lens) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %d waiters queued on every node: %v", n, lens)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// severed is a go-redis hook that fails every command once cut: the Client behind it
+// acts like a process that died, leaving its queue entries behind.
+type severed struct{ cut atomic.Bool }
+
+var errSevered = errors.New("severed")
+
+func (*severed) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *severed) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if s.cut.Load() {
+			cmd.SetErr(errSevered)
+			return errSevered
+		}
+		return next(ctx, cmd)
+	}
+}
+func (s *severed) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if s.cut.Load() {
+			for _, cmd := range cmds {
+				cmd.SetErr(errSevered)
+			}
+			return errSevered
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// severableClient returns a fair Client whose connections can be cut.
+func (c *cluster) severableClient(opts redlock.Options) (*redlock.Client, *severed) {
+	c.t.Helper()
+	s := &severed{}
+	rdbs := redistest.Clients(c.servers)
+	for _, rdb := range rdbs {
+		rdb.AddHook(s)
+	}
+	client, err := redlock.New(rdbs, opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { client.Close() })
+	return client, s
+}
+
+// grants records the order in which waiters got the lock.
+type grants struct {
+	mu    sync.Mutex
+	order []int
+	wg    sync.WaitGroup
+}
+
+// queueWaiter starts waiter number i (a new Client) on key: once granted, it records
+// its number, holds the lock for hold and releases it. It returns once the waiter is
+// queued on every node (the queue then holds queuedAfter entries).
+func (g *grants) queueWaiter(ctx context.Context, c *cluster, key string, i int, hold time.Duration, queuedAfter int64) {
+	c.t.Helper()
+	g.queue(ctx, c, c.newClient(fairOpts), key, i, hold, queuedAfter)
+}
+
+// queue is queueWaiter with a Client of the caller's.
+func (g *grants) queue(ctx context.Context, c *cluster, client *redlock.Client, key string, i int, hold time.Duration, queuedAfter int64) {
+	c.t.Helper()
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		l, err := client.Acquire(ctx, key, 5*time.Second)
+		if err != nil {
+			c.t.Errorf("waiter %d: %v", i, err)
+			return
+		}
+		g.mu.Lock()
+		g.order = append(g.order, i)
+		g.mu.Unlock()
+		time.Sleep(hold) // the critical section
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			c.t.Errorf("waiter %d: release: %v", i, err)
+		}
+	}()
+	c.waitQueued(key, queuedAfter)
+}
+
+// TestFairArrivalOrder: four Clients queued one after another behind a held lock get
+// it in that order, each right after the previous one's release.
+func TestFairArrivalOrder(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	for round := range 3 {
+		holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &grants{}
+		for i := 1; i <= 4; i++ {
+			g.queueWaiter(ctx, c, "k", i, 2*time.Millisecond, int64(i))
+		}
+		start := time.Now()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		g.wg.Wait()
+		took := time.Since(start)
+		if want := []int{1, 2, 3, 4}; !slices.Equal(g.order, want) {
+			t.Fatalf("round %d: granted in order %v, want %v", round+1, g.order, want)
+		}
+		// Each release wakes the next waiter: four hand-overs in far less than one
+		// renewal period each (FairLease/3 = 333 ms).
+		if took > 600*time.Millisecond {
+			t.Errorf("round %d: four hand-overs took %v", round+1, took)
+		}
+		t.Logf("round %d: four hand-overs in %v", round+1, took)
+	}
+	c.waitQueued("k", 0)
+}
+
+// TestFairTicketSameOnEveryNode: a waiter's score is the one ticket its Client drew,
+// the same on every node, above the counters of every majority, even when the nodes'
+// counters differ.
+func TestFairTicketSameOnEveryNode(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	_, _, counter := redlock.FairKeys("k")
+	for i, v := range []int{5, 9, 9} {
+		if err := c.admin[i].Set(ctx, counter, v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &grants{}
+	g.queueWaiter(ctx, c, "k", 1, 0, 1)
+	q, _, _ := redlock.FairKeys("k")
+	var first redis.Z
+	for i, a := range c.admin {
+		z := a.ZRangeWithScores(ctx, q, 0, -1).Val()
+		if len(z) != 1 {
+			t.Fatalf("node %d: queue %v", i+1, z)
+		}
+		if i == 0 {
+			first = z[0]
+		}
+		// Every majority holds a node at 9, whose draw answers 10.
+		if z[0] != first || z[0].Score != 10 {
+			t.Errorf("node %d: entry %v, want the same entry on every node with score 10 (node 1: %v)", i+1, z[0], first)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+}
+
+// deadWaiter queues a waiter on key whose Client then dies (its connections are cut,
+// then its context ends, so its clean-up reaches no node). It returns when the
+// waiter's entries were left behind.
+func deadWaiter(t *testing.T, c *cluster, key string, queuedAfter int64) (killed time.Time) {
+	t.Helper()
+	client, link := c.severableClient(fairOpts)
+	ctx, cancel := context.WithCancel(t.Context())
+	res := acquireAsync(ctx, client, key, 5*time.Second)
+	c.waitQueued(key, queuedAfter)
+	link.cut.Store(true)
+	killed = time.Now()
+	cancel()
+	if r := <-res; r.err == nil {
+		t.Fatal("the dead waiter got the lock")
+	}
+	return killed
+}
+
+// TestFairDeadWaiter: a waiter that died at the head of the queue holds up the next
+// one for about its entry's lease (1 s), not longer, and not less: no node grants to
+// a waiter that is not the head.
+func TestFairDeadWaiter(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := c.severableClient(fairOpts)
+	killed := deadWaiter(t, c, "k", 1)
+	next := acquireAsync(ctx, client, "k", 5*time.Second)
+	c.waitQueued("k", 2)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "the waiter behind the dead one", next)
+	defer r.lock.Release(ctx)
+	waited := r.at.Sub(killed)
+	lease := redlock.DefaultFairLease
+	t.Logf("granted %v after the head died (lease %v)", waited, lease)
+	// The dead entry was renewed at most min(lease/3, RetryDelay) before it died.
+	if waited < lease/2 {
+		t.Errorf("granted %v after the head died: before its entry's lease (%v) ran out", waited, lease)
+	}
+	if waited > lease+lease/3+300*time.Millisecond {
+		t.Errorf("granted %v after the head died: the dead entry blocked longer than its lease (%v)", waited, lease)
+	}
+}
+
+// TestFairTryAcquireBehindQueue: TryAcquire does not jump the queue. With a (dead)
+// waiter queued and the key free it fails with ErrNotAcquired, and once that entry's
+// lease ran out it succeeds.
+func TestFairTryAcquireBehindQueue(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadWaiter(t, c, "k", 1)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	c.wantValues("k", "", "", "")
+	other := c.newClient(fairOpts)
+	if l, err := other.TryAcquire(ctx, "k", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a free key with a waiter queued: %v, %v; want ErrNotAcquired", l, err)
+	}
+	deadline := time.Now().Add(2 * redlock.DefaultFairLease)
+	for {
+		l, err := other.TryAcquire(ctx, "k", time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TryAcquire still fails 2 leases after the waiter died: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFairLeaveOnCancel: a waiter whose context ends takes its entries off every
+// node, and the waiter behind it is not held up.
+func TestFairLeaveOnCancel(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	gone := acquireAsync(wctx, c.newClient(fairOpts), "k", 5*time.Second)
+	c.waitQueued("k", 1)
+	next := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
+	c.waitQueued("k", 2)
+	cancel()
+	if r := <-gone; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v, want context.Canceled", r.err)
+	}
+	if lens := c.queueLens("k"); !slices.Equal(lens, []int64{1, 1, 1}) {
+		t.Fatalf("queues after the cancelled Acquire returned: %v, want one entry left per node", lens)
+	}
+	start := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "the next waiter", next)
+	if took := r.at.Sub(start); took > 200*time.Millisecond {
+		t.Errorf("the next waiter got the lock %v after the release", took)
+	}
+	_ = r.lock.Release(ctx)
+}
+
+// TestFairNodeRestartedEmpty: a node that restarts empty loses its queue; the waiters'
+// renewals put their entries back with their own tickets, and the order holds, also
+// for a waiter that arrives after the restart.
+func TestFairNodeRestartedEmpty(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holder must hold every node: on a bare majority, losing node 3 would lose
+	// the lock (Redlock without persistence), and the waiters would rightly take it.
+	for tries := 0; ; tries++ {
+		holder.WaitForCalls()
+		if slices.Equal(c.values("k"), repeat(holder.Token(), 3)) {
+			break
+		}
+		if tries == 20 {
+			t.Fatalf("the holder does not get back on every node: %q", c.values("k"))
+		}
+		if err := holder.Extend(ctx, 5*time.Second); err != nil { // heals the node it lacks
+			t.Fatal(err)
+		}
+	}
+	g := &grants{}
+	g.queueWaiter(ctx, c, "k", 1, 2*time.Millisecond, 1)
+	g.queueWaiter(ctx, c, "k", 2, 2*time.Millisecond, 2)
+	c.servers[2].Restart()
+	g.queueWaiter(ctx, c, "k", 3, 2*time.Millisecond, 3) // node 3 too, by the renewals
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+	if want := []int{1, 2, 3}; !slices.Equal(g.order, want) {
+		t.Fatalf("granted in order %v, want %v", g.order, want)
+	}
+}
+
+// TestFairMutualExclusion: four Clients take a fair lock ten times each; no two are
+// ever inside at once, and every one gets its turns.
+func TestFairMutualExclusion(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var inside, overlaps atomic.Int32
+	var wg sync.WaitGroup
+	counts := make([]int, 4)
+	for i := range counts {
+		client := c.newClient(fairOpts)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				l, err := client.Acquire(ctx, "k", 2*time.Second)
+				if err != nil {
+					t.Errorf("Client %d: %v", i+1, err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				counts[i]++
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("Client %d: release: %v", i+1, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("%d overlapping holds", n)
+	}
+	t.Logf("acquisitions per Client: %v", counts)
+}
+
+// TestFairOptions: Fair with Fencing is refused (not done yet), and so is a lease too
+// short to renew.
+func TestFairOptions(t *testing.T) {
+	rdbs := []redis.UniversalClient{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})}
+	defer rdbs[0].Close()
+	for _, tc := range []struct {
+		opts redlock.Options
+		want string
+	}{
+		{redlock.Options{Fair: true, Fencing: true}, "Fair with Options.Fencing is not supported"},
+		{redlock.Options{Fair: true, FairLease: 400 * time.Millisecond}, "at least 10 × NodeTimeout"},
+		{redlock.Options{Fair: true, FairLease: 1500*time.Millisecond + 1}, "whole milliseconds"},
+	} {
+		c, err := redlock.New(rdbs, tc.opts)
+		if err == nil {
+			c.Close()
+			t.Errorf("New(%+v) accepted", tc.opts)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v): %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+// TestFairWakesOnlyTheNext: a release makes the next waiter attempt, not every waiter
+// (no thundering herd): eight queued Clients take the lock one after another with one
+// or two attempts per hand-over on each node, not 8 + 7 + ... + 1 = 36.
+func TestFairWakesOnlyTheNext(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	rec := &recorder{}
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 8
+	g := &grants{}
+	for i := 1; i <= waiters; i++ {
+		client, err := redlock.New(rec.clients(c.servers), fairOpts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		g.queue(ctx, c, client, "k", i, 2*time.Millisecond, int64(i))
+	}
+	before := len(rec.sent())
+	start := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+	took := time.Since(start)
+	attempts := 0
+	for _, call := range rec.sent()[before:] {
+		// fair_acquire.lua of a queued waiter: 4 keys, 5 arguments, a waiter id.
+		if call.node == 0 && len(call.args) == 12 && call.args[9] != "" {
+			attempts++
+		}
+	}
+	t.Logf("%d hand-overs in %v with %d attempts on node 1", waiters, took, attempts)
+	if took > 400*time.Millisecond {
+		t.Errorf("%d hand-overs took %v: a waiter missed its turn and waited for its renewal", waiters, took)
+	}
+	if !slices.Equal(g.order, []int{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Errorf("granted in order %v", g.order)
+	}
+	// One attempt per hand-over, and one more by the waiter after the next: the first
+	// holder got the key with no queue (and so no entry), so every waiter's count of
+	// those ahead is one short until its first wasted attempt corrects it. A few more
+	// for renewals and the head's polling.
+	if attempts > 2*waiters+4 {
+		t.Errorf("%d attempts on node 1 for %d hand-overs: waiters that are not next attempt too", attempts, waiters)
+	}
+}
+
+// TestFairRefusesOwners: an owner's Acquire or TryAcquire (WithOwner) on a fair Client
+// is refused with an error that says so, and leaves nothing on the nodes: reentrant
+// holds do not queue yet.
+func TestFairRefusesOwners(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := redlock.WithOwner(t.Context(), "job-1")
+	if l, err := c.client.Acquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), "not supported with Options.Fair") {
+		t.Fatalf("Acquire with an owner: %v, %v; want the refusal", l, err)
+	}
+	if l, err := c.client.TryAcquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), "not supported with Options.Fair") {
+		t.Fatalf("TryAcquire with an owner: %v, %v; want the refusal", l, err)
+	}
+	for i, n := range c.queueLens("k") {
+		if n != 0 {
+			t.Errorf("node %d: %d queue entries after the refusals", i+1, n)
+		}
+	}
+	if got := c.values("k"); strings.Join(got, "") != "" {
+		t.Errorf("the key was set: %q", got)
+	}
+}
