@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock/redlocktest"
 )
 
@@ -33,32 +31,11 @@ func reentrant() []*Scenario {
 		Name: "reentrant: the same, 30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
 		Why: "a hold is an id on the node: a copy adds or removes nothing twice, and no TTL is shortened",
 		run: func(t redlocktest.T) (*Report, error) {
-			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
-			var dups []*redlocktest.Duplicator
-			seed := uint64(101)
-			clients := newClients(t, 2, func() []redis.UniversalClient {
-				rdbs := nodeClients(t, procs)
-				for _, rdb := range rdbs {
-					dups = append(dups, redlocktest.Duplicate(t, rdb.(*redis.Client), redlocktest.DuplicateOptions{
-						Fraction: 0.3, MaxDelay: ttl, Seed: seed,
-					}))
-					seed++
-				}
-				return rdbs
-			}, quick)
-			rep := Workload{Clients: clients, TTL: ttl, Reentrant: true}.Run(t.Context(), 2*time.Second)
-			sent := 0
-			for _, d := range dups {
-				_, n := d.Counts()
-				sent += n
+			rep, err := duplicatedRun(t, 101, Workload{Reentrant: true})
+			if err == nil && rep.Nested == 0 {
+				err = fmt.Errorf("no nested hold was granted")
 			}
-			switch {
-			case sent == 0:
-				return rep, fmt.Errorf("no command was delivered twice")
-			case rep.Nested == 0:
-				return rep, fmt.Errorf("no nested hold was granted")
-			}
-			return rep, nil
+			return rep, err
 		},
 	}}
 }

@@ -598,31 +598,40 @@ func duplicates() *Scenario {
 		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
 		Why: "no script shortens a TTL or touches a later lock's key when a command arrives again",
 		run: func(t redlocktest.T) (*Report, error) {
-			procs := redlocktest.StartN(t, 5, redlocktest.Options{})
-			var dups []*redlocktest.Duplicator
-			seed := uint64(1)
-			clients := newClients(t, 2, func() []redis.UniversalClient {
-				rdbs := nodeClients(t, procs)
-				for _, rdb := range rdbs {
-					dups = append(dups, redlocktest.Duplicate(t, rdb.(*redis.Client), redlocktest.DuplicateOptions{
-						Fraction: 0.3, MaxDelay: ttl, Seed: seed,
-					}))
-					seed++
-				}
-				return rdbs
-			}, quick)
-			rep := Workload{Clients: clients, TTL: ttl}.Run(t.Context(), 2*time.Second)
-			sent := 0
-			for _, d := range dups {
-				_, n := d.Counts()
-				sent += n
-			}
-			if sent == 0 {
-				return rep, fmt.Errorf("no command was delivered twice")
-			}
-			return rep, nil
+			return duplicatedRun(t, 1, Workload{})
 		},
 	}
+}
+
+// duplicatedRun runs w for 2 s, with two Clients and the TTL ttl, on 5 nodes each of
+// whose commands has a 30 % chance of being delivered again, up to a TTL later, on
+// another connection (redlocktest.Duplicate); the nodes' Duplicators draw from the
+// seeds first, first+1, .... It fails when no command was delivered twice.
+func duplicatedRun(t redlocktest.T, first uint64, w Workload) (*Report, error) {
+	procs := redlocktest.StartN(t, 5, redlocktest.Options{})
+	var dups []*redlocktest.Duplicator
+	seed := first
+	w.Clients = newClients(t, 2, func() []redis.UniversalClient {
+		rdbs := nodeClients(t, procs)
+		for _, rdb := range rdbs {
+			dups = append(dups, redlocktest.Duplicate(t, rdb.(*redis.Client), redlocktest.DuplicateOptions{
+				Fraction: 0.3, MaxDelay: ttl, Seed: seed,
+			}))
+			seed++
+		}
+		return rdbs
+	}, quick)
+	w.TTL = ttl
+	rep := w.Run(t.Context(), 2*time.Second)
+	sent := 0
+	for _, d := range dups {
+		_, n := d.Counts()
+		sent += n
+	}
+	if sent == 0 {
+		return rep, fmt.Errorf("no command was delivered twice")
+	}
+	return rep, nil
 }
 
 // proxyClients returns a go-redis client through each proxy.
