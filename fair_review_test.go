@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,42 +226,7 @@ func mustFairQueue(key string) string {
 // and plain Clients taking the key in turns never overlap.
 func TestFairBesidePlainClients(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var inside, overlaps atomic.Int32
-	var wg sync.WaitGroup
-	counts := make([]int, 4)
-	for i := range counts {
-		opts := fairOpts
-		if i%2 == 1 {
-			opts = redlock.Options{}
-		}
-		client := c.newClient(opts)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 10 {
-				l, err := client.Acquire(ctx, "k", 2*time.Second)
-				if err != nil {
-					t.Errorf("Client %d (fair: %v): %v", i+1, opts.Fair, err)
-					return
-				}
-				if inside.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				time.Sleep(time.Millisecond)
-				inside.Add(-1)
-				counts[i]++
-				if err := l.Release(ctx); err != nil {
-					t.Errorf("Client %d: release: %v", i+1, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if n := overlaps.Load(); n > 0 {
-		t.Fatalf("%d overlapping holds", n)
-	}
+	counts := c.contend("k", 10, fairOpts, redlock.Options{}, fairOpts, redlock.Options{})
 	t.Logf("acquisitions per Client (fair, plain, fair, plain): %v", counts)
 }
 

@@ -360,20 +360,29 @@ func TestFairNodeRestartedEmpty(t *testing.T) {
 // ever inside at once, and every one gets its turns.
 func TestFairMutualExclusion(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	counts := c.contend("k", 10, fairOpts, fairOpts, fairOpts, fairOpts)
+	t.Logf("acquisitions per Client: %v", counts)
+}
+
+// contend runs one Client per element of opts, each taking key rounds times (holding it
+// 1 ms), and fails c's test if two ever held it at once; it returns each Client's
+// acquisitions.
+func (c *cluster) contend(key string, rounds int, opts ...redlock.Options) []int {
+	t := c.t
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var inside, overlaps atomic.Int32
 	var wg sync.WaitGroup
-	counts := make([]int, 4)
+	counts := make([]int, len(opts))
 	for i := range counts {
-		client := c.newClient(fairOpts)
+		client := c.newClient(opts[i])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 10 {
-				l, err := client.Acquire(ctx, "k", 2*time.Second)
+			for range rounds {
+				l, err := client.Acquire(ctx, key, 2*time.Second)
 				if err != nil {
-					t.Errorf("Client %d: %v", i+1, err)
+					t.Errorf("Client %d (fair: %v): %v", i+1, opts[i].Fair, err)
 					return
 				}
 				if inside.Add(1) != 1 {
@@ -392,7 +401,7 @@ func TestFairMutualExclusion(t *testing.T) {
 	if n := overlaps.Load(); n > 0 {
 		t.Fatalf("%d overlapping holds", n)
 	}
-	t.Logf("acquisitions per Client: %v", counts)
+	return counts
 }
 
 // TestFairOptions: Fair with Fencing is refused (not done yet), and so is a lease too
