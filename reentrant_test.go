@@ -460,12 +460,7 @@ func TestReentrantWaiterAfterPlainLock(t *testing.T) {
 // would lose the key when the other hold is released, so it must not count for this
 // hold's validity.
 func TestReentrantExtendNeedsItsHold(t *testing.T) {
-	c := &cluster{t: t}
-	for i := range 3 {
-		c.servers = append(c.servers, redistest.Start(t, redistest.Options{Persistent: true}))
-		c.admin = append(c.admin, c.servers[i].Client())
-	}
-	c.client = c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	c := newCluster(t, 3, redistest.Options{Persistent: true}, redlock.Options{NodeTimeout: 200 * time.Millisecond})
 	ctx := t.Context()
 	x := redlock.WithOwner(ctx, "x")
 	h1, err := c.client.Acquire(x, "k", 30*time.Second)
@@ -683,12 +678,7 @@ func TestReentrantKeepAlive(t *testing.T) {
 // beside the queue instead of joining it behind y's waiter, which waits for x's lock
 // (it would wait until x's lease ended).
 func TestReentrantOwnerNeverQueuesBehindItsWaiters(t *testing.T) {
-	c := &cluster{t: t}
-	for i := range 3 {
-		c.servers = append(c.servers, redistest.Start(t, redistest.Options{Persistent: true}))
-		c.admin = append(c.admin, c.servers[i].Client())
-	}
-	c.client = c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	c := newCluster(t, 3, redistest.Options{Persistent: true}, redlock.Options{NodeTimeout: 200 * time.Millisecond})
 	ctx := t.Context()
 	x := redlock.WithOwner(ctx, "x")
 	h1, err := c.client.Acquire(x, "k", 30*time.Second)
