@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -18,55 +15,6 @@ import (
 // Adversarial tests of the fair lock (Options.Fair), from the review of #13 §2's first
 // increment: the waiting loop's bookkeeping when nodes fail or waiters leave, and the
 // availability cost of the queue.
-
-// partLink is a go-redis hook on some of a Client's node connections: once cut, every
-// command on them fails, as across a network partition. It counts the commands it
-// failed.
-type partLink struct {
-	cut    atomic.Bool
-	failed atomic.Int64
-}
-
-func (*partLink) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (p *partLink) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if p.cut.Load() {
-			p.failed.Add(1)
-			cmd.SetErr(errSevered)
-			return errSevered
-		}
-		return next(ctx, cmd)
-	}
-}
-func (p *partLink) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if p.cut.Load() {
-			p.failed.Add(int64(len(cmds)))
-			for _, cmd := range cmds {
-				cmd.SetErr(errSevered)
-			}
-			return errSevered
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// partedClient returns a Client whose connections to the given nodes (0-based) can be
-// cut; it reaches the other nodes throughout.
-func (c *cluster) partedClient(opts redlock.Options, nodes ...int) (*redlock.Client, *partLink) {
-	c.t.Helper()
-	p := &partLink{}
-	rdbs := redistest.Clients(c.servers)
-	for _, i := range nodes {
-		rdbs[i].AddHook(p)
-	}
-	client, err := redlock.New(rdbs, opts)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { client.Close() })
-	return client, p
-}
 
 // TestFairHeadAfterMinorityYes: the head waiter whose attempt got yes from a minority
 // and failures from the rest (no node said "no") still attempts as soon as a release
@@ -82,7 +30,7 @@ func TestFairHeadAfterMinorityYes(t *testing.T) {
 	}
 	holder.WaitForCalls()
 	c.wantValues("k", repeat(holder.Token(), 3)...)
-	a, link := c.partedClient(opts, 1, 2)
+	a, link := c.severableClient(opts, 1, 2)
 	res := acquireAsync(ctx, a, "k", 5*time.Second)
 	c.waitQueued("k", 1)
 	eventually(t, "the waiter's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
@@ -178,11 +126,11 @@ func TestFairWaiterOnMinorityBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stuck, link := c.partedClient(opts, 1, 2)
+	stuck, link := c.severableClient(opts, 1, 2)
 	sctx, giveUp := context.WithCancel(ctx)
 	sres := acquireAsync(sctx, stuck, "k", 10*time.Second)
 	c.waitQueued("k", 1)
-	behind, down := c.partedClient(opts, 2)
+	behind, down := c.severableClient(opts, 2)
 	bres := acquireAsync(ctx, behind, "k", 10*time.Second)
 	c.waitQueued("k", 2)
 	link.cut.Store(true) // the first waiter reaches node 1 only

@@ -48,9 +48,12 @@ func (c *cluster) waitQueued(key string, n int64) {
 	}
 }
 
-// severed is a go-redis hook that fails every command once cut: the Client behind it
-// acts like a process that died, leaving its queue entries behind.
-type severed struct{ cut atomic.Bool }
+// severed is a go-redis hook that fails every command once cut, as a process that died
+// or a network partition would, and counts the commands it failed.
+type severed struct {
+	cut    atomic.Bool
+	failed atomic.Int64
+}
 
 var errSevered = errors.New("severed")
 
@@ -58,6 +61,7 @@ func (*severed) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (s *severed) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if s.cut.Load() {
+			s.failed.Add(1)
 			cmd.SetErr(errSevered)
 			return errSevered
 		}
@@ -67,6 +71,7 @@ func (s *severed) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (s *severed) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if s.cut.Load() {
+			s.failed.Add(int64(len(cmds)))
 			for _, cmd := range cmds {
 				cmd.SetErr(errSevered)
 			}
@@ -76,13 +81,20 @@ func (s *severed) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// severableClient returns a fair Client whose connections can be cut.
-func (c *cluster) severableClient(opts redlock.Options) (*redlock.Client, *severed) {
+// severableClient returns a Client whose connections to the given nodes (0-based; all
+// of them when none is given) can be cut; it reaches the other nodes throughout.
+func (c *cluster) severableClient(opts redlock.Options, nodes ...int) (*redlock.Client, *severed) {
 	c.t.Helper()
 	s := &severed{}
 	rdbs := redistest.Clients(c.servers)
-	for _, rdb := range rdbs {
-		rdb.AddHook(s)
+	if len(nodes) == 0 {
+		nodes = make([]int, len(rdbs))
+		for i := range nodes {
+			nodes[i] = i
+		}
+	}
+	for _, i := range nodes {
+		rdbs[i].AddHook(s)
 	}
 	client, err := redlock.New(rdbs, opts)
 	if err != nil {
