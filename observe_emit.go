@@ -44,8 +44,20 @@ type nodeSeen struct {
 	err  error
 }
 
+// roundObsSmall is a roundObs with room for the replies of up to 5 nodes in the same
+// allocation: one allocation per observed round instead of two.
+type roundObsSmall struct {
+	roundObs
+	buf [5]nodeSeen
+}
+
 // newRoundObs returns the record of a round of st sent to n nodes.
 func newRoundObs(st step, n int) *roundObs {
+	if n <= len(roundObsSmall{}.buf) {
+		r := &roundObsSmall{roundObs: roundObs{handoff: st.script == stepHandoff.script}}
+		r.seen = r.buf[:n]
+		return &r.roundObs
+	}
 	return &roundObs{handoff: st.script == stepHandoff.script, seen: make([]nodeSeen, n)}
 }
 
@@ -104,19 +116,34 @@ func (c *Client) nodeReplies(r *round, start time.Time) []NodeReply {
 	return out
 }
 
+// asQuorumError returns err's *QuorumError, or nil. Its variable is declared only for
+// a non-nil err: errors.As makes it escape, and an allocation per successful step would
+// cost every Client with an Observer.
+func asQuorumError(err error) *QuorumError {
+	if err == nil {
+		return nil
+	}
+	var qe *QuorumError
+	if errors.As(err, &qe) {
+		return qe
+	}
+	return nil
+}
+
 // outcomeOf classifies a step's error.
 func outcomeOf(err error) Outcome {
-	var qe *QuorumError
-	switch {
-	case err == nil:
+	if err == nil {
 		return OutcomeOK
+	}
+	qe := asQuorumError(err)
+	switch {
 	case errors.Is(err, ErrClosed):
 		return OutcomeClosed
 	case errors.Is(err, ErrLockLost):
 		return OutcomeLost
 	case errors.Is(err, ErrFenceExhausted), errors.Is(err, ErrNodeConfig):
 		return OutcomeInvalid
-	case errors.As(err, &qe):
+	case qe != nil:
 		switch {
 		case qe.ctxErr != nil:
 			return OutcomeCanceled
@@ -169,7 +196,7 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 	e := Event{Op: OpAcquire, Key: a.key, TTL: a.ttl, Start: a.start, Outcome: outcomeOf(err),
 		Err: err, Attempts: a.attempts, FenceRefusals: a.refused}
 	e.Duration = c.opts.Clock.Now().Sub(a.start)
-	var qe *QuorumError
+	qe := asQuorumError(err)
 	switch {
 	case lock != nil:
 		r := lock.lastRound
@@ -181,7 +208,7 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 		lock.mu.Lock()
 		lock.watched = watchedHeld
 		lock.mu.Unlock()
-	case errors.As(err, &qe):
+	case qe != nil:
 		e.Nodes = c.nodeReplies(qe.round, a.start)
 	}
 	c.emit(ctx, &e, nil)
@@ -191,11 +218,10 @@ func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, e
 // unless it returned neither a lock nor a *QuorumError.
 func tryObserved(key string, ttl time.Duration, start time.Time, lock *Lock, err error) acquireObs {
 	a := acquireObs{key: key, ttl: ttl, start: start}
-	var qe *QuorumError
-	switch {
+	switch qe := asQuorumError(err); {
 	case lock != nil:
 		a.attempts = 1
-	case errors.As(err, &qe):
+	case qe != nil:
 		a.attempts, a.refused = 1, qe.fenceRefusals()
 	}
 	return a

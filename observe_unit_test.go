@@ -191,3 +191,32 @@ func TestNodeHealthLines(t *testing.T) {
 		t.Fatalf("lines: %s", got)
 	}
 }
+
+// TestObservedStepAllocations: what an Observer costs a successful step besides the
+// Nodes it keeps: classifying a nil error allocates nothing, and a round's record is
+// one allocation for up to 5 nodes (two beyond).
+func TestObservedStepAllocations(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() {
+		if outcomeOf(nil) != OutcomeOK || asQuorumError(nil) != nil {
+			t.Fatal("nil error misclassified")
+		}
+	}); n != 0 {
+		t.Errorf("classifying a nil error: %v allocations, want 0", n)
+	}
+	qe := &QuorumError{kind: ErrNotAcquired}
+	if got := asQuorumError(fmt.Errorf("wrapped: %w", qe)); got != qe {
+		t.Errorf("asQuorumError of a wrapped QuorumError: %v", got)
+	}
+	for _, c := range []struct{ nodes, allocs int }{{1, 1}, {3, 1}, {5, 1}, {6, 2}} {
+		var r *roundObs
+		if n := testing.AllocsPerRun(100, func() { r = newRoundObs(stepAcquire, c.nodes) }); int(n) != c.allocs {
+			t.Errorf("%d nodes: %v allocations, want %d", c.nodes, n, c.allocs)
+		}
+		if len(r.seen) != c.nodes || r.handoff {
+			t.Errorf("%d nodes: %d replies kept, handoff %v", c.nodes, len(r.seen), r.handoff)
+		}
+	}
+	if !newRoundObs(stepHandoff, 3).handoff {
+		t.Error("a handoff round not marked")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/redlock-go/redlock"
 )
@@ -49,7 +50,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithTracerProvider sets where the spans go. Without it, or with nil, New uses the
-// global provider (otel.GetTracerProvider) as it is when New is called.
+// global provider (otel.GetTracerProvider) as it is when New is called. A no-op
+// provider (go.opentelemetry.io/otel/trace/noop) turns spans off at no cost: the
+// Observer then starts none, where the global provider, even unset, costs a few
+// allocations per step for spans that nobody records.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }
 }
@@ -66,13 +70,13 @@ type Observer struct {
 	tracer trace.Tracer
 	keys   bool
 	m      instruments
-	// Measurement options made once, for the attribute sets that do not involve keys
-	// (building them per event costs allocations): none, byOutcome[o],
-	// extendBy[renewal][o] and lostBy[op].
-	none      metric.MeasurementOption
-	byOutcome [numOutcomes]metric.MeasurementOption
-	extendBy  [2][numOutcomes]metric.MeasurementOption
-	lostBy    [numOps]metric.MeasurementOption
+	// Option lists made once, for the attribute sets that do not involve keys: building
+	// them per event, even passing one option to a variadic call, costs an allocation.
+	// none, byOutcome[o], extendBy[renewal][o] and lostBy[op].
+	none      []metric.AddOption
+	byOutcome [numOutcomes][]metric.RecordOption
+	extendBy  [2][numOutcomes][]metric.RecordOption
+	lostBy    [numOps][]metric.AddOption
 }
 
 // numOps bounds the redlock.Op values this package knows by name.
@@ -96,19 +100,22 @@ func New(opts ...Option) (*Observer, error) {
 	if cfg.tp == nil {
 		cfg.tp = otel.GetTracerProvider()
 	}
-	o := &Observer{tracer: cfg.tp.Tracer(ScopeName), keys: cfg.keys}
+	o := &Observer{keys: cfg.keys}
+	if _, off := cfg.tp.(tracenoop.TracerProvider); !off {
+		o.tracer = cfg.tp.Tracer(ScopeName) // else nil: no span is started at all
+	}
 	if err := o.m.init(cfg.mp.Meter(ScopeName)); err != nil {
 		return nil, fmt.Errorf("redlockotel: %w", err)
 	}
-	o.none = metric.WithAttributeSet(*attribute.EmptySet())
+	o.none = []metric.AddOption{metric.WithAttributeSet(*attribute.EmptySet())}
 	for i := range numOps {
-		o.lostBy[i] = metric.WithAttributeSet(attribute.NewSet(AttrOp.String(redlock.Op(i).String())))
+		o.lostBy[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(AttrOp.String(redlock.Op(i).String())))}
 	}
 	for i := range numOutcomes {
 		out := AttrOutcome.String(redlock.Outcome(i).String())
-		o.byOutcome[i] = metric.WithAttributeSet(attribute.NewSet(out))
+		o.byOutcome[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(out))}
 		for r, renewal := range []bool{false, true} {
-			o.extendBy[r][i] = metric.WithAttributeSet(attribute.NewSet(out, AttrRenewal.Bool(renewal)))
+			o.extendBy[r][i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(out, AttrRenewal.Bool(renewal)))}
 		}
 	}
 	return o, nil
@@ -126,34 +133,34 @@ func (o *Observer) record(ctx context.Context, e *redlock.Event) {
 	plain := o.none // the options of the instruments that have no attribute but the key
 	if o.keys {
 		key = []attribute.KeyValue{AttrKey.String(e.Key)}
-		plain = metric.WithAttributes(key...)
+		plain = []metric.AddOption{metric.WithAttributes(key...)}
 	}
 	m := &o.m
 	switch e.Op {
 	case redlock.OpAcquire:
 		by := o.outcomeOpt(e, key)
-		m.acquireDuration.Record(ctx, e.Duration.Seconds(), by)
+		m.acquireDuration.Record(ctx, e.Duration.Seconds(), by...)
 		if e.Attempts > 0 {
-			m.acquireAttempts.Record(ctx, int64(e.Attempts), by)
+			m.acquireAttempts.Record(ctx, int64(e.Attempts), by...)
 		}
 		if e.Outcome == redlock.OutcomeOK {
-			m.held.Add(ctx, 1, plain)
+			m.held.Add(ctx, 1, plain...)
 		}
 	case redlock.OpExtend:
-		m.extendDuration.Record(ctx, e.Duration.Seconds(), o.extendOpt(e, key))
+		m.extendDuration.Record(ctx, e.Duration.Seconds(), o.extendOpt(e, key)...)
 	case redlock.OpRelease:
 		if e.Handoff && e.Outcome == redlock.OutcomeOK {
-			m.handoffs.Add(ctx, 1, plain)
+			m.handoffs.Add(ctx, 1, plain...)
 		}
 	}
 	if e.Ended {
-		m.held.Add(ctx, -1, plain)
+		m.held.Add(ctx, -1, plain...)
 		if e.Lost {
-			m.lost.Add(ctx, 1, o.lostOpt(e, key))
+			m.lost.Add(ctx, 1, o.lostOpt(e, key)...)
 		}
 	}
 	if e.FenceRefusals > 0 {
-		m.fenceRefusals.Add(ctx, int64(e.FenceRefusals), plain)
+		m.fenceRefusals.Add(ctx, int64(e.FenceRefusals), plain...)
 	}
 	for _, n := range e.Nodes {
 		if n.Result != redlock.ResultFailed {
@@ -166,23 +173,23 @@ func (o *Observer) record(ctx context.Context, e *redlock.Event) {
 }
 
 // outcomeOpt returns the attributes of an Acquire's measurements.
-func (o *Observer) outcomeOpt(e *redlock.Event, key []attribute.KeyValue) metric.MeasurementOption {
+func (o *Observer) outcomeOpt(e *redlock.Event, key []attribute.KeyValue) []metric.RecordOption {
 	if key == nil && int(e.Outcome) < numOutcomes {
 		return o.byOutcome[e.Outcome]
 	}
-	return metric.WithAttributes(append(key, AttrOutcome.String(e.Outcome.String()))...)
+	return []metric.RecordOption{metric.WithAttributes(append(key, AttrOutcome.String(e.Outcome.String()))...)}
 }
 
 // lostOpt returns the attributes of a lost lock's count.
-func (o *Observer) lostOpt(e *redlock.Event, key []attribute.KeyValue) metric.MeasurementOption {
+func (o *Observer) lostOpt(e *redlock.Event, key []attribute.KeyValue) []metric.AddOption {
 	if key == nil && int(e.Op) < numOps {
 		return o.lostBy[e.Op]
 	}
-	return metric.WithAttributes(append(key, AttrOp.String(e.Op.String()))...)
+	return []metric.AddOption{metric.WithAttributes(append(key, AttrOp.String(e.Op.String()))...)}
 }
 
 // extendOpt returns the attributes of an Extend's measurement.
-func (o *Observer) extendOpt(e *redlock.Event, key []attribute.KeyValue) metric.MeasurementOption {
+func (o *Observer) extendOpt(e *redlock.Event, key []attribute.KeyValue) []metric.RecordOption {
 	if key == nil && int(e.Outcome) < numOutcomes {
 		r := 0
 		if e.Renewal {
@@ -190,5 +197,5 @@ func (o *Observer) extendOpt(e *redlock.Event, key []attribute.KeyValue) metric.
 		}
 		return o.extendBy[r][e.Outcome]
 	}
-	return metric.WithAttributes(append(key, AttrOutcome.String(e.Outcome.String()), AttrRenewal.Bool(e.Renewal))...)
+	return []metric.RecordOption{metric.WithAttributes(append(key, AttrOutcome.String(e.Outcome.String()), AttrRenewal.Bool(e.Renewal))...)}
 }

@@ -31,6 +31,9 @@ func spanName(op redlock.Op) string {
 // span records e as a span in ctx's trace, from e.Start to e.Start + e.Duration, with
 // one span event per node reply.
 func (o *Observer) span(ctx context.Context, e *redlock.Event) {
+	if o.tracer == nil {
+		return // spans off: WithTracerProvider(noop.NewTracerProvider())
+	}
 	// The attributes are set after the start, so that a span not recorded (no tracer
 	// provider, or not sampled) costs no attribute list: a sampler sees none of them.
 	_, sp := o.tracer.Start(ctx, spanName(e.Op), trace.WithTimestamp(e.Start), clientKind)

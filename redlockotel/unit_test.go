@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/redlockotel"
@@ -96,4 +97,59 @@ func TestDefaultsAreTheGlobals(t *testing.T) {
 	if got := spans.Ended(); len(got) != 1 || got[0].Name() != "redlock.acquire" {
 		t.Errorf("spans on the global tracer provider: %v", got)
 	}
+}
+
+// TestCycleAllocatesNothing: with metrics on an SDK provider and spans off (a no-op
+// tracer provider), the events of an acquire-release cycle cost no allocation, and the
+// metrics are still recorded; with a recording tracer provider the spans still come.
+func TestCycleAllocatesNothing(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	obs, err := redlockotel.New(redlockotel.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))),
+		redlockotel.WithTracerProvider(tracenoop.NewTracerProvider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, start := context.Background(), time.Now()
+	nodes := []redlock.NodeReply{{Node: "a", Result: redlock.ResultYes}, {Node: "b", Result: redlock.ResultYes}}
+	acquire := redlock.Event{Op: redlock.OpAcquire, Key: "k", TTL: time.Second, Start: start, Attempts: 1, Nodes: nodes}
+	release := redlock.Event{Op: redlock.OpRelease, Key: "k", TTL: time.Second, Start: start, Nodes: nodes, Ended: true}
+	if n := testing.AllocsPerRun(100, func() {
+		obs.Observe(ctx, acquire)
+		obs.Observe(ctx, release)
+	}); n != 0 {
+		t.Errorf("%v allocations per cycle, want 0", n)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if got := histogramCount(rm, "redlock.acquire.duration"); got != 101 {
+		t.Errorf("acquire.duration counted %d events, want 101 (AllocsPerRun runs once more)", got)
+	}
+
+	rec := tracetest.NewSpanRecorder()
+	traced, err := redlockotel.New(redlockotel.WithMeterProvider(sdkmetric.NewMeterProvider()),
+		redlockotel.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	traced.Observe(ctx, acquire)
+	if n := len(rec.Ended()); n != 1 {
+		t.Errorf("%d spans with a recording provider, want 1", n)
+	}
+}
+
+// histogramCount returns the number of values recorded in the histogram name.
+func histogramCount(rm metricdata.ResourceMetrics, name string) uint64 {
+	var n uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+				for _, dp := range h.DataPoints {
+					n += dp.Count
+				}
+			}
+		}
+	}
+	return n
 }
