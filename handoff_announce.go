@@ -37,17 +37,7 @@ func (q *queues) notice(channel, token string) {
 	if kq == nil {
 		return
 	}
-	if kq.notices == nil {
-		kq.notices = make(map[string]int)
-	}
-	if _, ok := kq.notices[token]; !ok && len(kq.notices) >= maxNotices {
-		for old := range kq.notices { // forget one (a minority's clean-up, most likely)
-			delete(kq.notices, old)
-			break
-		}
-	}
-	kq.notices[token]++
-	if kq.notices[token] == len(q.c.nodes)/2+1 {
+	if kq.heard(token, len(q.c.nodes)) {
 		kq.courtesy = 0
 		kq.wakeUp(true)
 	}

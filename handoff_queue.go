@@ -21,12 +21,13 @@ type keyQueue struct {
 	wake       chan struct{}   // closed and replaced when the lock may have become free
 	wakes      uint64          // how many times wake was closed
 	subscribed bool
-	notices    map[string]int // released token → nodes that announced it
-	remote     bool           // the latest wake-up came from the nodes, not this Client
-	offer      *offer         // the waiting head's standing request for a handoff
-	handoffs   int            // handoffs in a row since the last plain release
-	courtesy   time.Duration  // see released
-	listeners  int            // nodes subscribed to the key's channel so far
+	notices    map[string]noticed // released token → the nodes that announced it so far
+	noticeSeq  uint64             // notices' tokens heard so far (noticed.seq)
+	remote     bool               // the latest wake-up came from the nodes, not this Client
+	offer      *offer             // the waiting head's standing request for a handoff
+	handoffs   int                // handoffs in a row since the last plain release
+	courtesy   time.Duration      // see released
+	listeners  int                // nodes subscribed to the key's channel so far
 }
 
 // busy reports whether this Client has waiters for key.
@@ -128,4 +129,54 @@ func (kq *keyQueue) wakeUp(remote bool) {
 	kq.wakes++
 	close(kq.wake)
 	kq.wake = make(chan struct{})
+}
+
+// noticed is the count of one released token's announcements.
+type noticed struct {
+	nodes int    // nodes that announced it
+	seq   uint64 // when it was first heard (keyQueue.noticeSeq): the lowest is the oldest
+}
+
+// heard counts one node's announcement of token, of n nodes in all, and reports whether
+// it is the one that makes a majority. The count is kept until every node announced
+// it (a later one must not start a new count). At most maxNotices tokens are kept;
+// making room forgets a token that already reached its majority, else the oldest
+// (most likely a minority's clean-up): never the token just being counted, which a
+// random choice once dropped on a hot key, so that its waiters missed that release.
+func (kq *keyQueue) heard(token string, n int) bool {
+	c, ok := kq.notices[token]
+	if !ok {
+		if kq.notices == nil {
+			kq.notices = make(map[string]noticed)
+		}
+		if len(kq.notices) >= maxNotices {
+			kq.forgetNotice(n/2 + 1)
+		}
+		kq.noticeSeq++
+		c.seq = kq.noticeSeq
+	}
+	c.nodes++
+	if c.nodes >= n {
+		delete(kq.notices, token)
+	} else {
+		kq.notices[token] = c
+	}
+	return c.nodes == n/2+1
+}
+
+// forgetNotice drops one token from notices: one that reached quorum nodes, else the
+// oldest.
+func (kq *keyQueue) forgetNotice(quorum int) {
+	oldest, first := "", true
+	var seq uint64
+	for token, c := range kq.notices {
+		if c.nodes >= quorum {
+			delete(kq.notices, token)
+			return
+		}
+		if first || c.seq < seq {
+			oldest, seq, first = token, c.seq, false
+		}
+	}
+	delete(kq.notices, oldest)
 }

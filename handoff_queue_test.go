@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -174,5 +175,65 @@ func TestQueueIdleSubscribedKeyLingers(t *testing.T) {
 	}
 	if _, lingering := q.sweep(kq.idle.Add(time.Hour)); lingering || q.keys != nil {
 		t.Fatalf("sweep after linger: lingering %v, keys %v; want the key dropped", lingering, q.keys)
+	}
+}
+
+// TestNoticesKeepTheTokenBeingCounted: on a hot key the notices fill with tokens that
+// reached their majority and with minorities' clean-ups; making room for those never
+// forgets a release still being counted while older entries can go, so its majority
+// still wakes the waiters. The earlier random choice dropped it now and then (in fair
+// mode, a whole renewal period lost); 20 rounds make that near certain to show.
+func TestNoticesKeepTheTokenBeingCounted(t *testing.T) {
+	const n = 5 // nodes; a majority is 3
+	for round := range 20 {
+		var kq keyQueue
+		for i := range maxNotices {
+			tok := fmt.Sprint("done", i)
+			for range 3 { // reached its majority; two nodes' announcements still to come
+				kq.heard(tok, n)
+			}
+		}
+		if kq.heard("T", n) || kq.heard("T", n) {
+			t.Fatal("a majority from two announcements")
+		}
+		for i := range maxNotices - 1 { // clean-ups of failed attempts: one node each
+			kq.heard(fmt.Sprint("minority", i), n)
+		}
+		if !kq.heard("T", n) {
+			t.Fatalf("round %d: the third announcement of T did not make its majority", round)
+		}
+		if len(kq.notices) > maxNotices {
+			t.Fatalf("%d notices kept, bound %d", len(kq.notices), maxNotices)
+		}
+		for range 2 {
+			if kq.heard("T", n) {
+				t.Fatal("a second wake-up for T")
+			}
+		}
+		if _, kept := kq.notices["T"]; kept {
+			t.Fatal("T kept after every node announced it")
+		}
+	}
+	var slow keyQueue // T heard first, then releases that finished: those go first
+	slow.heard("T", n)
+	slow.heard("T", n)
+	for i := range 2 * maxNotices {
+		for range 3 {
+			slow.heard(fmt.Sprint("done", i), n)
+		}
+	}
+	if !slow.heard("T", n) {
+		t.Error("T, the oldest, forgotten though finished releases could go")
+	}
+	var kq keyQueue // past maxNotices clean-ups, the oldest go first
+	for i := range 2 * maxNotices {
+		kq.heard(fmt.Sprint("minority", i), n)
+	}
+	if _, kept := kq.notices["minority0"]; kept || len(kq.notices) != maxNotices {
+		t.Errorf("%d kept, the oldest among them: %v", len(kq.notices), kept)
+	}
+	var one keyQueue
+	if !one.heard("x", 1) || len(one.notices) != 0 {
+		t.Errorf("one node: no wake-up, or the count kept: %v", one.notices)
 	}
 }
