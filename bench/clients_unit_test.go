@@ -120,3 +120,10 @@ func TestClientsOwnPools(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitBound: with 8 workers a waiter has 7 ahead of it; the bound is twice 7 cycles.
+func TestWaitBound(t *testing.T) {
+	if got := waitBound(8, time.Millisecond); got != 14*time.Millisecond {
+		t.Errorf("waitBound(8, 1ms) = %v, want 14ms", got)
+	}
+}
