@@ -60,7 +60,7 @@ func TestWriteClientsRatiosAndTargets(t *testing.T) {
 		"| Clients/uncontended/K=8 | cycles/s | higher | 11000 (N=5) | 10000 (N=5) | 5000 (N=5) | 50000 (N=1) | 2.20× | 2.00× | 0.20× |",
 		"| Clients/hot/K=8 | fair: hand-overs/s ≥ redislock's on one node | 1400 / 1500 = 0.93× | MISSED |",
 		"| Clients/hot/K=8 | fair: waiter p99 ≤ 10 ms | 9 wait-p99-ms | met |",
-		"| Clients/hot/K=8 | fair: Jain's index ≥ 0.99 | 0.997 jain | met |",
+		"| Clients/hot/K=8 | fair: Jain's index ≥ 0.99 | 0.9970 jain | met |",
 		"| Clients/hot/K=8 | fair: longest wait ≤ 2 × (waiters × cycle) | 11 ms, bound 11 ms | met |",
 		"| Clients/hot/K=8 | default: hand-overs/s ≥ 50 × redsync's | 1100 / 25 = 44.00× | MISSED |",
 		"| Clients/hot/K=8 | default: waiter p99 ≤ 15 ms | 15 wait-p99-ms | met |",

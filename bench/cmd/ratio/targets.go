@@ -76,7 +76,7 @@ func atMost(lib, unit string, limit float64) func(*clientWorkload) (string, bool
 func atLeast(lib, unit string, limit float64) func(*clientWorkload) (string, bool, bool) {
 	return func(cw *clientWorkload) (string, bool, bool) {
 		v, ok := cw.median(lib, unit)
-		return fmt.Sprintf("%.4g %s", v, unit), v >= limit, ok
+		return fmt.Sprintf("%.4f %s", v, unit), v >= limit, ok
 	}
 }
 
