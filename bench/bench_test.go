@@ -59,14 +59,19 @@ func BenchmarkScaling(b *testing.B) {
 // benchCycles measures b.N uncontended cycles of l with g goroutines on n nodes.
 func benchCycles(b *testing.B, l lib, g, n int) {
 	ns := startNodes(b, n)
-	s := open(b, l, ns)
+	measureCycles(b, l.name, open(b, l, ns), g, ns)
+}
+
+// measureCycles measures b.N uncontended cycles of s, a library called name opened on
+// nodes ns, with g goroutines, each with a locker from s.newLocker.
+func measureCycles(b *testing.B, name string, s *setup, g int, ns []*redlocktest.Process) {
 	ctx := context.Background()
 	// Warm up: open the connections every goroutine will use.
-	warm := freshKeys("warm:"+l.name, 4*g)
+	warm := freshKeys("warm:"+name, 4*g)
 	if st := runCycles(ctx, s, g, warm); st.FirstErr != nil {
 		b.Logf("warm-up: %d failed calls, first: %v", st.Errors(), st.FirstErr)
 	}
-	keys := freshKeys("cycle:"+l.name, b.N)
+	keys := freshKeys("cycle:"+name, b.N)
 	cpu0, cpuOK := processCPU()
 	srv0, srvErr := serverCPU(ns)
 

@@ -38,6 +38,9 @@ type lib struct {
 type setup struct {
 	newLocker func() locker // one per worker goroutine
 	close     func() error
+	// rdbs are the go-redis clients the library was opened over, one per node, for
+	// the tests that check that independent setups share no connection pool.
+	rdbs []redis.UniversalClient
 }
 
 // libs are the libraries compared, in the order the benchmarks alternate them.
@@ -68,6 +71,12 @@ func clients(addrs []string) ([]redis.UniversalClient, func() error) {
 // openRedlock uses one redlock.Client, with default Options, shared by all workers.
 func openRedlock(addrs []string) (*setup, error) { return openRedlockWith(addrs, redlock.Options{}) }
 
+// openRedlockFair is openRedlock with Options.Fair: Acquire calls queue on the
+// nodes and are granted in arrival order across Clients (fair.go in the root).
+func openRedlockFair(addrs []string) (*setup, error) {
+	return openRedlockWith(addrs, redlock.Options{Fair: true})
+}
+
 // openRedlockWith is openRedlock with the given Options.
 func openRedlockWith(addrs []string, opts redlock.Options) (*setup, error) {
 	rdbs, closeAll := clients(addrs)
@@ -85,6 +94,7 @@ func openRedlockWith(addrs []string, opts redlock.Options) (*setup, error) {
 			}
 			return err
 		},
+		rdbs: rdbs,
 	}, nil
 }
 
@@ -101,6 +111,7 @@ func openRedsync(addrs []string) (*setup, error) {
 	return &setup{
 		newLocker: func() locker { return &redsyncLocker{rs: rs} },
 		close:     closeAll,
+		rdbs:      rdbs,
 	}, nil
 }
 
@@ -133,6 +144,7 @@ func openRedislock(addrs []string) (*setup, error) {
 	return &setup{
 		newLocker: func() locker { return &redislockLocker{c: c, opts: opts} },
 		close:     closeAll,
+		rdbs:      rdbs,
 	}, nil
 }
 

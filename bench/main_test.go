@@ -40,6 +40,8 @@ var units = []string{
 	"Unit wait-p99-ms better=lower",
 	"Unit wait-max-ms better=lower",
 	"Unit self-% better=lower",
+	"Unit jain better=higher",
+	"Unit cycle-us better=lower",
 	"Unit gaveup better=lower",
 	"Unit errors better=lower",
 	"Unit violations better=lower assume=exact",

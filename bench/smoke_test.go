@@ -26,6 +26,16 @@ func TestSmoke(t *testing.T) {
 			checkHotKey(t, l, n)
 		})
 	}
+	for _, l := range clientLibs {
+		n := nodesOf(l, *nodeCount)
+		t.Run(fmt.Sprintf("Clients/hot/lib=%s/K=%d/N=%d", l.name, clientsK, n), func(t *testing.T) {
+			checkClientsHot(t, l, n)
+		})
+		t.Run(fmt.Sprintf("Clients/uncontended/lib=%s/K=%d/N=%d", l.name, clientsK, n), func(t *testing.T) {
+			run := prepareClients(t, l, startNodes(t, n), clientsK)
+			checkCyclesOf(t, l.name, run.all, clientsK, 64)
+		})
+	}
 	for _, n := range []int{1, 3, 7} {
 		for _, l := range libs {
 			if l.single {
@@ -39,8 +49,12 @@ func TestSmoke(t *testing.T) {
 }
 
 func checkCycles(t *testing.T, l lib, g, n, cycles int) {
-	s := open(t, l, startNodes(t, n))
-	keys := freshKeys("smoke:"+l.name, cycles)
+	checkCyclesOf(t, l.name, open(t, l, startNodes(t, n)), g, cycles)
+}
+
+// checkCyclesOf runs cycles uncontended cycles of s (library name) with g goroutines.
+func checkCyclesOf(t *testing.T, name string, s *setup, g, cycles int) {
+	keys := freshKeys("smoke:"+name, cycles)
 	st := runCycles(context.Background(), s, g, keys)
 	if st.Errors() != 0 {
 		t.Fatalf("%d failed acquires, %d failed releases; first: %v", st.AcquireErrs, st.ReleaseErrs, st.FirstErr)

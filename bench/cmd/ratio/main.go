@@ -1,7 +1,10 @@
 // Command ratio reads `go test -bench` output of the bench module (one or more
 // runs, from files or standard input) and prints, per workload and metric, the
 // median of each library and the ratio of two of them (redlock/redsync by
-// default), with the ratio of each run beside it and the issue's targets.
+// default), with the ratio of each run beside it and the issue's targets. The
+// multi-Client workloads (Clients/...) then get a second table with every library
+// side by side, the ratios to redsync and to bsm/redislock on one node, and the
+// targets of issue #13 marked met or MISSED.
 //
 // Usage:
 //
@@ -34,16 +37,24 @@ func main() {
 	}
 	flag.Parse()
 	files := &benchfmt.Files{Paths: flag.Args(), AllowStdin: true}
-	rows, err := read(files, *num, *den)
+	all, units, err := collect(files)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ratio:", err)
 		os.Exit(1)
 	}
-	if len(rows) == 0 {
+	rows := pair(all, units, *num, *den)
+	cw := clientWorkloads(all, units)
+	if len(rows) == 0 && len(cw) == 0 {
 		fmt.Fprintf(os.Stderr, "ratio: no workload has results for both lib=%s and lib=%s\n", *num, *den)
 		os.Exit(1)
 	}
-	write(os.Stdout, rows, *num, *den, *md)
+	if len(rows) > 0 {
+		write(os.Stdout, rows, *num, *den, *md)
+	}
+	if len(cw) > 0 {
+		fmt.Println()
+		writeClients(os.Stdout, cw, *md)
+	}
 }
 
 // row is one workload and metric, with the values of both libraries in run order.
@@ -53,44 +64,68 @@ type row struct {
 	num, den       []float64
 }
 
-// read collects the rows for which both libraries have results, in the order the
-// workloads and metrics first appear.
-func read(r *benchfmt.Files, num, den string) ([]row, error) {
-	type key struct{ workload, unit string }
-	index := map[key]int{}
-	var rows []row
+// result is one value of one benchmark result.
+type result struct {
+	workload, lib, unit string
+	value               float64
+}
+
+// collect reads every value of every result, in input order, and the units'
+// metadata (which direction is better).
+func collect(r *benchfmt.Files) ([]result, benchfmt.UnitMetadataMap, error) {
+	var all []result
 	for r.Scan() {
 		res, ok := r.Result().(*benchfmt.Result)
 		if !ok {
 			continue // a syntax error in a line that is not ours; benchfmt skips it too
 		}
 		workload, lib := split(res.Name)
-		if lib != num && lib != den {
-			continue
-		}
 		for _, v := range res.Values {
 			unit, value := v.Unit, v.Value
 			if v.OrigUnit != "" {
 				unit, value = v.OrigUnit, v.OrigValue
 			}
-			k := key{workload, unit}
-			i, seen := index[k]
-			if !seen {
-				i = len(rows)
-				index[k] = i
-				rows = append(rows, row{workload: workload, unit: unit})
-			}
-			if lib == num {
-				rows[i].num = append(rows[i].num, value)
-			} else {
-				rows[i].den = append(rows[i].den, value)
-			}
+			all = append(all, result{workload, lib, unit, value})
 		}
 	}
 	if err := r.Err(); err != nil {
+		return nil, nil, err
+	}
+	return all, benchfmt.UnitMetadataMap(r.Units()), nil
+}
+
+// read collects the rows for which both libraries have results, in the order the
+// workloads and metrics first appear.
+func read(r *benchfmt.Files, num, den string) ([]row, error) {
+	all, units, err := collect(r)
+	if err != nil {
 		return nil, err
 	}
-	units := benchfmt.UnitMetadataMap(r.Units())
+	return pair(all, units, num, den), nil
+}
+
+// pair returns the rows of all for which both num and den have results.
+func pair(all []result, units benchfmt.UnitMetadataMap, num, den string) []row {
+	type key struct{ workload, unit string }
+	index := map[key]int{}
+	var rows []row
+	for _, res := range all {
+		if res.lib != num && res.lib != den {
+			continue
+		}
+		k := key{res.workload, res.unit}
+		i, seen := index[k]
+		if !seen {
+			i = len(rows)
+			index[k] = i
+			rows = append(rows, row{workload: res.workload, unit: res.unit})
+		}
+		if res.lib == num {
+			rows[i].num = append(rows[i].num, res.value)
+		} else {
+			rows[i].den = append(rows[i].den, res.value)
+		}
+	}
 	both := rows[:0]
 	for _, rw := range rows {
 		if len(rw.num) > 0 && len(rw.den) > 0 {
@@ -98,7 +133,7 @@ func read(r *benchfmt.Files, num, den string) ([]row, error) {
 			both = append(both, rw)
 		}
 	}
-	return both, nil
+	return both
 }
 
 // split returns a benchmark name without "Benchmark", its lib=NAME part and its
@@ -141,7 +176,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// target is a goal of issue #6 for one workload and metric.
+// target is a goal of issue #6 (or #13) for one workload and metric, on the ratio of
+// the two libraries of the table.
 type target struct {
 	workload, unit string
 	text           string
@@ -155,6 +191,7 @@ var targets = []target{
 	{"HotKey/G=8/N=5", "wait-p99-ms", "≤ 20 ms", func(n, _ float64) bool { return n <= 20 }},
 	{"Uncontended/G=1/N=5", "allocs/op", "≤ 1.0×", func(n, d float64) bool { return n <= d }},
 	{"Uncontended/G=8/N=5", "allocs/op", "≤ 1.0×", func(n, d float64) bool { return n <= d }},
+	{"Clients/hot/K=8/N=5", "handoffs/s", "≥ 50× (#13)", func(n, d float64) bool { return n >= 50*d }},
 }
 
 // verdict returns the target for the row, if any, and whether the medians meet it.
@@ -186,6 +223,11 @@ func write(w io.Writer, rows []row, num, den string, md bool) {
 			strings.Join(runs, " "), verdict(rw, n, d),
 		})
 	}
+	printTable(w, lines, md)
+}
+
+// printTable prints lines, the first of them the header, as aligned text or Markdown.
+func printTable(w io.Writer, lines [][]string, md bool) {
 	if md {
 		for i, l := range lines {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(l, " | "))
@@ -195,7 +237,7 @@ func write(w io.Writer, rows []row, num, den string, md bool) {
 		}
 		return
 	}
-	widths := make([]int, len(header))
+	widths := make([]int, len(lines[0]))
 	for _, l := range lines {
 		for i, c := range l {
 			widths[i] = max(widths[i], len([]rune(c)))
