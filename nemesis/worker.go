@@ -196,7 +196,8 @@ func runWorker(specJSON string) error {
 
 // isHandoff reports whether cmd is a script call with one key and three arguments:
 // the handoff step (KEYS: the lock; ARGV: the releasing token, the new token, the
-// TTL). No other script of the library has that shape.
+// TTL). reentrant_acquire.lua and reentrant_extend.lua have that shape too, but the
+// handoff family, the one that narrows copies to handoffs, has no owners.
 func isHandoff(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if n := cmd.Name(); (n != "evalsha" && n != "eval") || len(args) != 7 {
