@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -17,10 +18,13 @@ import (
 //     TryAcquire, or Do's call of fn) returned until its final Until, or until its
 //     Release was invoked if that came first (for Do: until fn saw its context end; with
 //     KeepAlive: at least until the worker saw KeepAlive's context end).
-//     No two such windows of one key overlap. Each grant is an acquire operation from
-//     the call's invocation to its return, and its window's end a release operation;
-//     the history must be linearizable against a mutex. Failed calls granted nothing
-//     and are left out.
+//     No two such windows of one key overlap, unless both are holds of one owner
+//     (redlock.WithOwner): an owner's holds share its lease and may overlap each other,
+//     never a window of another owner or of a lock without owner. Each grant is an
+//     acquire operation from the call's invocation to its return, and its window's end
+//     a release operation; the history must be linearizable against a mutex whose
+//     holder is an owner with a set of holds. Failed calls granted nothing and are left
+//     out.
 //   - fenced register (porcupine): reads and writes of each key's resource through
 //     fenced.Read and fenced.Write are linearizable against a register that accepts a
 //     write only with a token at least the highest accepted, and refuses it otherwise.
@@ -32,6 +36,9 @@ import (
 //     stretch of more than AvailabilityGap in which Acquire calls waited for a key,
 //     no lock of it was held, and no fault was on (or had been within the largest TTL):
 //     a key nobody holds blocks everyone.
+//   - fairness (where Schedule.Checkers.Fairness: fault-free fair schedules): no grant
+//     to a call that began more than OvertakeMargin after a blocking Acquire that was
+//     still waiting when the grant came (see checkFairness).
 
 // AvailabilityGap is the longest a key may stay unusable, with Acquire calls waiting
 // and no lock and no fault to explain it, before the availability check complains.
@@ -42,7 +49,7 @@ const CheckTimeout = 30 * time.Second
 
 // Violation is one thing the checker found.
 type Violation struct {
-	Check string // "lease mutex", "fenced register", "fencing order", "availability"
+	Check string // "lease mutex", "fenced register", "fencing order", "availability", "fairness"
 	Key   string
 	Text  string
 }
@@ -78,7 +85,8 @@ type Window struct {
 	Session       string
 	Worker        int
 	Kind          SessionKind
-	Inv           int64 // the Acquire call's invocation
+	Owner         string // the owner of a reentrant hold ("" for a lock without owner)
+	Inv           int64  // the Acquire call's invocation
 	Grant, End    int64
 	Until         int64
 	Fence         uint64
@@ -110,6 +118,9 @@ func Check(s *Schedule, recs []Record, faults []Executed, base int64) *Report {
 		if s.Checkers.Availability {
 			rep.checkAvailability(s, key, mine, ws, faults, base)
 		}
+		if s.Checkers.Fairness {
+			rep.checkFairness(key, mine, ws, base)
+		}
 	}
 	return rep
 }
@@ -126,7 +137,7 @@ func windows(recs []Record, base int64) []Window {
 			if !r.Ok {
 				continue
 			}
-			w = &Window{Session: r.Session, Worker: r.Worker, Kind: r.Kind, Inv: r.Inv - base, Grant: r.Ret - base,
+			w = &Window{Session: r.Session, Worker: r.Worker, Kind: r.Kind, Owner: r.Owner, Inv: r.Inv - base, Grant: r.Ret - base,
 				End: -1, Until: r.Until - base, Fence: r.Fence}
 			if r.Op == OpDo {
 				w.Until = -1 // unknown to fn: its window ends when its context does
@@ -170,23 +181,46 @@ func windows(recs []Record, base int64) []Window {
 }
 
 // mutexInput is a lease-mutex operation: a grant taking the lock, or the end of its
-// window giving it back.
+// window giving it back. Holder is who holds the lock by this grant: the owner for a
+// reentrant hold, the session itself otherwise.
 type mutexInput struct {
 	Acquire bool
 	Session string
+	Holder  string
 }
 
-// leaseMutex is the lease-mutex model: the state is the session holding the key, ""
-// when free.
+// mutexState is the lease mutex's state: the holder ("" when free) and its holds (the
+// sessions whose windows are open), sorted and joined with spaces so that states
+// compare with ==.
+type mutexState struct {
+	Holder, Holds string
+}
+
+// leaseMutex is the lease-mutex model: a grant is allowed when the key is free or its
+// holder is the grant's (another hold of the same owner); the key is free again when
+// the last open hold's window ends.
 var leaseMutex = porcupine.Model{
-	Init: func() any { return "" },
+	Init: func() any { return mutexState{} },
 	Step: func(state, input, output any) (bool, any) {
-		in := input.(mutexInput)
-		holder := state.(string)
+		in, st := input.(mutexInput), state.(mutexState)
+		holds := strings.Fields(st.Holds)
+		at := slices.Index(holds, in.Session)
 		if in.Acquire {
-			return holder == "", in.Session
+			if (st.Holder != "" && st.Holder != in.Holder) || at >= 0 {
+				return false, st
+			}
+			holds = append(holds, in.Session)
+			slices.Sort(holds)
+			return true, mutexState{Holder: in.Holder, Holds: strings.Join(holds, " ")}
 		}
-		return holder == in.Session, ""
+		if at < 0 {
+			return false, st
+		}
+		holds = slices.Delete(holds, at, at+1)
+		if len(holds) == 0 {
+			return true, mutexState{}
+		}
+		return true, mutexState{Holder: st.Holder, Holds: strings.Join(holds, " ")}
 	},
 	Equal: func(a, b any) bool { return a == b },
 	DescribeOperation: func(input, output any) string {
@@ -197,19 +231,31 @@ var leaseMutex = porcupine.Model{
 		return "valid no more: " + in.Session
 	},
 	DescribeState: func(state any) string {
-		if state == "" {
+		st := state.(mutexState)
+		switch {
+		case st.Holder == "":
 			return "free"
+		case st.Holder == st.Holds:
+			return "held by " + st.Holds
 		}
-		return "held by " + state.(string)
+		return "held by " + st.Holder + ": " + st.Holds
 	},
+}
+
+// holder returns who holds the key by w's grant, for the lease-mutex model.
+func (w Window) holder() string {
+	if w.Owner != "" {
+		return "owner " + w.Owner
+	}
+	return w.Session
 }
 
 func (rep *Report) checkMutex(key string, ws []Window) {
 	var ops []porcupine.Operation
 	for _, w := range ws {
 		ops = append(ops,
-			porcupine.Operation{ClientId: w.Worker, Input: mutexInput{Acquire: true, Session: w.Session}, Call: w.Inv, Return: w.Grant},
-			porcupine.Operation{ClientId: w.Worker, Input: mutexInput{Session: w.Session}, Call: w.End, Return: w.End})
+			porcupine.Operation{ClientId: w.Worker, Input: mutexInput{Acquire: true, Session: w.Session, Holder: w.holder()}, Call: w.Inv, Return: w.Grant},
+			porcupine.Operation{ClientId: w.Worker, Input: mutexInput{Session: w.Session, Holder: w.holder()}, Call: w.End, Return: w.End})
 	}
 	rep.Ops += len(ops)
 	res, info := porcupine.CheckOperationsVerbose(leaseMutex, ops, CheckTimeout)
@@ -222,7 +268,7 @@ func (rep *Report) checkMutex(key string, ws []Window) {
 	n := 0
 	for i, a := range ws {
 		for _, b := range ws[i+1:] {
-			if b.Grant < a.End && n < 3 {
+			if b.Grant < a.End && a.holder() != b.holder() && n < 3 {
 				text += fmt.Sprintf("; %s (worker %d, %s) valid %s–%s and %s (worker %d, %s) granted at %s",
 					a.Session, a.Worker, a.Kind, ms(a.Grant), ms(a.End), b.Session, b.Worker, b.Kind, ms(b.Grant))
 				n++

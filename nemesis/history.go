@@ -50,7 +50,11 @@ type Record struct {
 	Until   int64       `json:"until,omitempty"` // the lock's Until after the op, on the same clock
 	TTL     int64       `json:"ttl,omitempty"`   // milliseconds
 	Fence   uint64      `json:"fence,omitempty"`
-	Value   string      `json:"value,omitempty"` // written, or read
+	Owner   string      `json:"o,omitempty"` // the owner the lock was acquired for (WithOwner)
+	// Deadline is when the call's context was to end (an Acquire's wait), on the same
+	// clock; 0 when it had none.
+	Deadline int64  `json:"dl,omitempty"`
+	Value    string `json:"value,omitempty"` // written, or read
 	// Ambiguous marks an operation whose effect is unknown (a write that failed with
 	// a network error may or may not have been applied): it gets an open end.
 	Ambiguous bool `json:"amb,omitempty"`

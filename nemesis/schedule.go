@@ -33,10 +33,17 @@ const (
 	// LateExtend: extends sent just before a lock's validity end, through slow
 	// requests, while other Clients take the key as soon as it is free.
 	LateExtend Family = "late-extend"
+	// Reentrant: every Client acquires for an owner (redlock.WithOwner), some owners
+	// shared by Clients of both processes, others one per worker; nested holds; one
+	// key; the faults of Mixed.
+	Reentrant Family = "reentrant"
+	// Fair: every Client uses Options.Fair on one key, no faults; the fairness check
+	// looks for waiters overtaken by later arrivals.
+	Fair Family = "fair"
 )
 
 // Families lists every family; a soak cycles through them.
-var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend}
+var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend, Reentrant, Fair}
 
 // ParseFamily returns the family named s.
 func ParseFamily(s string) (Family, error) {
@@ -62,6 +69,7 @@ const (
 	SessAbandon    SessionKind = "abandon"     // Acquire, work, never Release (a crashed holder)
 	SessShortWait  SessionKind = "short-wait"  // Acquire with a deadline that can end it mid-attempt
 	SessLateExtend SessionKind = "late-extend" // Acquire, Extend just before Until
+	SessNested     SessionKind = "nested"      // an owner's Acquire, a second hold of it, both released (either first)
 )
 
 // ClientSpec is one redlock.Client of a worker process.
@@ -77,6 +85,15 @@ type ClientSpec struct {
 	// attempts do not block the key for everyone.
 	DupHandoffs bool
 	Sessions    []SessionKind // the kinds its workers draw from, with repeats as weights
+	// Owner, when not "", makes the workers acquire for that owner
+	// (redlock.WithOwner); with OwnerPerWorker each worker has an owner of its own
+	// (Owner, "/" and the worker's global index).
+	Owner          string
+	OwnerPerWorker bool
+	// Fair is Options.Fair, with FairLease its Options.FairLease. All Clients of a
+	// schedule use Fair or none does (the two must not share a key).
+	Fair      bool
+	FairLease time.Duration
 }
 
 // NodeSpec is one lock node's settings for the whole schedule.
@@ -159,6 +176,9 @@ type Checks struct {
 	// held and no fault could explain it (off when commands are duplicated: a late
 	// copy of an acquire legitimately leaves a key nobody holds until its TTL ends).
 	Availability bool
+	// Fairness: look for grants to Acquire calls that began well after another call
+	// that was still waiting (see checkFairness); only in fault-free fair schedules.
+	Fairness bool
 }
 
 // Clients returns every Client of the schedule in global order (process by process).
@@ -180,8 +200,8 @@ func (s *Schedule) String() string {
 	c := 0
 	for p, cs := range s.Procs {
 		for _, cl := range cs {
-			fmt.Fprintf(&b, "  client %d (process %d): %d workers, fencing %v, node timeout %v, duplicates %.2f up to %v, sessions %v\n",
-				c, p, cl.Workers, cl.Fencing, cl.NodeTimeout, cl.Duplicate, cl.DupDelay, cl.Sessions)
+			fmt.Fprintf(&b, "  client %d (process %d): %d workers, fencing %v, node timeout %v, duplicates %.2f up to %v, sessions %v%s\n",
+				c, p, cl.Workers, cl.Fencing, cl.NodeTimeout, cl.Duplicate, cl.DupDelay, cl.Sessions, cl.modes())
 			c++
 		}
 	}
@@ -273,6 +293,11 @@ func Generate(seed uint64, f Family) *Schedule {
 				s.Procs[p][c].Sessions = pick(SessShortWait, SessShortWait, SessHold)
 			}
 		}
+	case Reentrant:
+		// Holds of several owners on one key; TTL 1 s so that abandoned and kept
+		// holds cost other owners less of the run.
+		s.TTL, s.MaxTTL = time.Second, 2*time.Second
+		s.Length = 8 * time.Second
 	case LateExtend:
 		// In each process one Client's holders extend right before their validity
 		// ends, through slow requests; one other Client, a single worker that retries
@@ -292,6 +317,7 @@ func Generate(seed uint64, f Family) *Schedule {
 			}
 		}
 	}
+	drawModes(s)
 	for _, p := range s.Procs {
 		for _, c := range p {
 			if c.Duplicate > 0 {
@@ -300,6 +326,7 @@ func Generate(seed uint64, f Family) *Schedule {
 		}
 	}
 	s.Faults = faults(r, s)
+	s.Checkers.Fairness = s.Family == Fair && len(s.Faults) == 0
 	return s
 }
 
@@ -311,7 +338,7 @@ func faults(r *rand.Rand, s *Schedule) []Fault {
 	clients := len(s.Clients())
 	var out []Fault
 	switch s.Family {
-	case Cleanup, Drift:
+	case Cleanup, Drift, Fair:
 		return nil // the mutant's conditions alone; faults would only add noise
 	case LateExtend:
 		// Requests of client 0 of each process, to every node, delayed by a time that

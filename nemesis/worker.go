@@ -61,6 +61,7 @@ type worker struct {
 	h                *historyWriter
 	r                *rand.Rand
 	n                int
+	owner            string // WithOwner's owner for every Acquire ("" none)
 }
 
 // runWorker runs one worker process: it sets up its Clients, says "ready", starts on
@@ -112,6 +113,8 @@ func runWorker(specJSON string) error {
 		}
 		c, err := redlock.New(nodes, redlock.Options{
 			Fencing:     cs.Fencing,
+			Fair:        cs.Fair,
+			FairLease:   cs.FairLease,
 			NodeTimeout: cs.NodeTimeout,
 			RetryDelay:  redlock.ExponentialJitter(cs.RetryMax/25, cs.RetryMax),
 		})
@@ -122,7 +125,7 @@ func runWorker(specJSON string) error {
 		for range cs.Workers {
 			workers = append(workers, &worker{
 				proc: spec.Proc, client: global, id: wid, c: c, spec: cs, s: s, res: res, h: h,
-				r: rand.New(rand.NewPCG(spec.Seed, uint64(wid)+1)),
+				r: rand.New(rand.NewPCG(spec.Seed, uint64(wid)+1)), owner: workerOwner(cs, wid),
 			})
 			wid++
 		}
@@ -193,7 +196,8 @@ func runWorker(specJSON string) error {
 
 // isHandoff reports whether cmd is a script call with one key and three arguments:
 // the handoff step (KEYS: the lock; ARGV: the releasing token, the new token, the
-// TTL). No other script of the library has that shape.
+// TTL). reentrant_acquire.lua and reentrant_extend.lua have that shape too, but the
+// handoff family, the one that narrows copies to handoffs, has no owners.
 func isHandoff(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	if n := cmd.Name(); (n != "evalsha" && n != "eval") || len(args) != 7 {
@@ -241,7 +245,7 @@ func (w *worker) session(ctx context.Context) {
 	key := w.s.Keys[w.r.IntN(len(w.s.Keys))]
 	id := fmt.Sprintf("%d.%d.%d.%d", w.proc, w.client, w.id, w.n)
 	ttl := w.s.TTL
-	base := Record{Session: id, Kind: kind, Key: key, TTL: ttl.Milliseconds()}
+	base := Record{Session: id, Kind: kind, Key: key, TTL: ttl.Milliseconds(), Owner: w.owner}
 	// A pause between sessions, so that the key is sometimes free with nobody waiting.
 	sleep(ctx, w.between(0, 30*time.Millisecond))
 	if ctx.Err() != nil {
@@ -256,11 +260,12 @@ func (w *worker) session(ctx context.Context) {
 	if kind == SessShortWait {
 		wait = w.between(0, 3*time.Millisecond)
 	}
-	actx, cancel := context.WithTimeout(ctx, wait)
+	actx, cancel := context.WithTimeout(w.withOwner(ctx), wait)
 	rec := base
 	rec.Op = OpAcquire
 	rec.Try = kind == SessTry
 	rec.Inv = monotonic()
+	rec.Deadline = rec.Inv + int64(wait)
 	var lock *redlock.Lock
 	var err error
 	if rec.Try {
@@ -280,6 +285,9 @@ func (w *worker) session(ctx context.Context) {
 	w.record(rec)
 
 	switch kind {
+	case SessNested:
+		w.nested(ctx, base, lock)
+		return
 	case SessHold, SessTry, SessShortWait:
 		hold := w.between(0, ttl/10)
 		if w.s.Family == LateExtend { // in and out while a late extend is on its way
@@ -434,7 +442,7 @@ func (w *worker) do(ctx context.Context, base Record, ttl time.Duration) {
 	hold := w.between(0, ttl)
 	// No deadline: fn's context derives from ctx, and must end only with the lock
 	// (or when the run stops).
-	err := w.c.Do(ctx, base.Key, ttl, func(fctx context.Context) error {
+	err := w.c.Do(w.withOwner(ctx), base.Key, ttl, func(fctx context.Context) error {
 		start = monotonic()
 		sleep(fctx, hold)
 		stop = monotonic()

@@ -15,7 +15,7 @@ func reentrant() []*Scenario {
 		Name: "reentrant: an owner per worker, a nested hold taken and released per grant, kill 2 of 5 under load", Mode: Redlock5, Expect: Safe,
 		Why: "holds of one owner share its lease, which the nested release leaves; other owners need a majority where the key is absent",
 		run: func(t redlocktest.T) (*Report, error) {
-			rep, _, after := faultedWorkload(t, Workload{TTL: ttl, Reentrant: true}, 2*time.Second, func(procs []*redlocktest.Process) {
+			rep, _, after := faultedWorkload(t, Workload{TTL: ttl, Reentrant: true}, quick, 2*time.Second, func(procs []*redlocktest.Process) {
 				procs[0].Kill()
 				procs[1].Kill()
 			})
@@ -31,7 +31,7 @@ func reentrant() []*Scenario {
 		Name: "reentrant: the same, 30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
 		Why: "a hold is an id on the node: a copy adds or removes nothing twice, and no TTL is shortened",
 		run: func(t redlocktest.T) (*Report, error) {
-			rep, err := duplicatedRun(t, 101, Workload{Reentrant: true})
+			rep, _, err := duplicatedRun(t, 101, Workload{Reentrant: true}, quick)
 			if err == nil && rep.Nested == 0 {
 				err = fmt.Errorf("no nested hold was granted")
 			}

@@ -104,6 +104,7 @@ func Scenarios() []*Scenario {
 	all = append(all, partitions()...)
 	all = append(all, duplicates())
 	all = append(all, reentrant()...)
+	all = append(all, fair()...)
 	return all
 }
 
@@ -163,13 +164,14 @@ func atGrant(n int) (chan int, func(ctx context.Context)) {
 // calls fault (on the caller's goroutine, as the kit needs). It returns the report and
 // the grants made while fault ran and after it returned.
 func faulted(t redlocktest.T, d, wait time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
-	return faultedWorkload(t, Workload{TTL: ttl, Wait: wait}, d, fault)
+	return faultedWorkload(t, Workload{TTL: ttl, Wait: wait}, quick, d, fault)
 }
 
-// faultedWorkload is faulted for workload w (its Clients and Grants are set here).
-func faultedWorkload(t redlocktest.T, w Workload, d time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
+// faultedWorkload is faulted for workload w (its Clients, made with opts, and Grants
+// are set here).
+func faultedWorkload(t redlocktest.T, w Workload, opts redlock.Options, d time.Duration, fault func(procs []*redlocktest.Process)) (rep *Report, during, after int) {
 	procs := redlocktest.StartN(t, 5, redlocktest.Options{})
-	w.Clients = newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, quick)
+	w.Clients = newClients(t, 2, func() []redis.UniversalClient { return nodeClients(t, procs) }, opts)
 	grants, started := atGrant(20)
 	w.Grants = grants
 	done := make(chan *Report, 1)
@@ -598,16 +600,18 @@ func duplicates() *Scenario {
 		Name: "30% of commands delivered twice, up to a TTL late", Mode: Redlock5, Expect: Safe,
 		Why: "no script shortens a TTL or touches a later lock's key when a command arrives again",
 		run: func(t redlocktest.T) (*Report, error) {
-			return duplicatedRun(t, 1, Workload{})
+			rep, _, err := duplicatedRun(t, 1, Workload{}, quick)
+			return rep, err
 		},
 	}
 }
 
-// duplicatedRun runs w for 2 s, with two Clients and the TTL ttl, on 5 nodes each of
-// whose commands has a 30 % chance of being delivered again, up to a TTL later, on
-// another connection (redlocktest.Duplicate); the nodes' Duplicators draw from the
-// seeds first, first+1, .... It fails when no command was delivered twice.
-func duplicatedRun(t redlocktest.T, first uint64, w Workload) (*Report, error) {
+// duplicatedRun runs w for 2 s, with two Clients made with opts and the TTL ttl, on 5
+// nodes (returned) each of whose commands has a 30 % chance of being delivered again,
+// up to a TTL later, on another connection (redlocktest.Duplicate); the nodes'
+// Duplicators draw from the seeds first, first+1, .... It fails when no command was
+// delivered twice.
+func duplicatedRun(t redlocktest.T, first uint64, w Workload, opts redlock.Options) (*Report, []*redlocktest.Process, error) {
 	procs := redlocktest.StartN(t, 5, redlocktest.Options{})
 	var dups []*redlocktest.Duplicator
 	seed := first
@@ -620,7 +624,7 @@ func duplicatedRun(t redlocktest.T, first uint64, w Workload) (*Report, error) {
 			seed++
 		}
 		return rdbs
-	}, quick)
+	}, opts)
 	w.TTL = ttl
 	rep := w.Run(t.Context(), 2*time.Second)
 	sent := 0
@@ -629,9 +633,9 @@ func duplicatedRun(t redlocktest.T, first uint64, w Workload) (*Report, error) {
 		sent += n
 	}
 	if sent == 0 {
-		return rep, fmt.Errorf("no command was delivered twice")
+		return rep, procs, fmt.Errorf("no command was delivered twice")
 	}
-	return rep, nil
+	return rep, procs, nil
 }
 
 // proxyClients returns a go-redis client through each proxy.

@@ -90,6 +90,38 @@ var mutants = []mutant{{
 	Edits: []edit{{File: "scripts/extend.lua",
 		Old: "if redis.call('GET', KEYS[1]) ~= ARGV[1] then\n  return 0\nend",
 		New: "local cur = redis.call('GET', KEYS[1])\nif not cur then\n  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n  return 1\nend\nif cur ~= ARGV[1] then\n  return 0\nend"}},
+}, {
+	Name:   "reentrant-any-owner",
+	What:   "reentrant_acquire.lua adds a hold to another owner's key",
+	Family: "reentrant",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/reentrant_acquire.lua",
+		Old: "if string.sub(cur, 1, #head) ~= head then\n  return 0\nend\n",
+		New: ""}},
+}, {
+	Name:   "reentrant-release-all",
+	What:   "reentrant_release.lua deletes the key with the first hold released",
+	Family: "reentrant",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/reentrant_release.lua",
+		Old: "if left ~= '' then",
+		New: "if false then"}},
+}, {
+	Name:   "fair-set-no-nx",
+	What:   "fair_acquire.lua's head takes the key with SET without NX",
+	Family: "fair",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/fair_acquire.lua",
+		Old: "if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then",
+		New: "if redis.call('SET', key, ARGV[1], 'PX', ARGV[2]) then"}},
+}, {
+	Name:   "fair-any-waiter",
+	What:   "fair_acquire.lua lets any queued waiter take a free key, not only the head",
+	Family: "fair",
+	Check:  "fairness",
+	Edits: []edit{{File: "scripts/fair_acquire.lua",
+		Old: "  if ahead > 0 then\n    return -(BEHIND - ahead)\n  end\n",
+		New: ""}},
 }}
 
 func main() {

@@ -15,7 +15,7 @@ import (
 func TestMutantsApply(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
 	for _, m := range mutants {
-		if !slices.Contains([]string{"lease mutex", "fenced register", "fencing order", "availability"}, m.Check) {
+		if !slices.Contains([]string{"lease mutex", "fenced register", "fencing order", "availability", "fairness"}, m.Check) {
 			t.Errorf("%s: the check that must catch it is %q, not one of the nemesis' checks", m.Name, m.Check)
 		}
 		for _, e := range m.Edits {

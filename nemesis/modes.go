@@ -1,0 +1,165 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// The lock modes beyond the plain lock: reentrant holds (redlock.WithOwner) and fair
+// locks (Options.Fair). drawModes gives Clients of a schedule one of them; the worker
+// side is withOwner and nested below, the checks are the lease-mutex model (holds of
+// one owner may overlap) and checkFairness.
+
+// fairFencing says whether fair Clients may use Options.Fencing. Not yet: New refuses
+// Options.Fair with Options.Fencing. Once it does not, set this to true and fair
+// schedules keep the fencing their family drew; nothing else needs to change.
+const fairFencing = false
+
+// sharedOwners are the owners that Clients of both worker processes can share, so
+// that one owner's holds come from several Clients and processes at once.
+var sharedOwners = []string{"job-a", "job-b"}
+
+// fairLease is the FairLease of fair Clients: short, so that a waiter that gave up
+// while a copy of its attempt was in flight blocks the queue briefly; at least 10 ×
+// the node timeout, as Options requires.
+func fairLease(c ClientSpec) time.Duration { return max(500*time.Millisecond, 10*c.NodeTimeout) }
+
+// drawModes gives the Clients of s their reentrant or fair mode: in Mixed a quarter
+// of the schedules are fair (every Client), otherwise each Client acquires for an
+// owner with a chance of 0.3; in Reentrant every Client has an owner; in Fair every
+// Client is fair. It draws from a generator of its own, so the other draws of a seed
+// (Clients, faults) stay what they were before the modes existed.
+func drawModes(s *Schedule) {
+	r := rand.New(rand.NewPCG(s.Seed, 0x6d6f646573))
+	for p := range s.Procs {
+		for c := range s.Procs[p] {
+			cl := &s.Procs[p][c]
+			switch s.Family {
+			case Reentrant:
+				cl.Sessions = []SessionKind{SessHold, SessTry, SessNested, SessNested, SessNested,
+					SessExtend, SessKeepAlive, SessDo, SessAbandon, SessShortWait}
+				giveOwner(r, cl)
+			case Fair:
+				// Mostly short holds, so that a run has many grants and waiters.
+				cl.Sessions = []SessionKind{SessHold, SessHold, SessHold, SessHold, SessHold, SessTry, SessShortWait, SessExtend, SessDo}
+				makeFair(cl)
+			case Mixed:
+				if r.Float64() < 0.3 {
+					cl.Sessions = slices.Concat(cl.Sessions, []SessionKind{SessNested, SessNested})
+					giveOwner(r, cl)
+				}
+			}
+		}
+	}
+	if s.Family == Mixed && r.Float64() < 0.25 {
+		for p := range s.Procs {
+			for c := range s.Procs[p] {
+				cl := &s.Procs[p][c]
+				cl.Owner, cl.OwnerPerWorker = "", false // owners are refused with Fair
+				cl.Sessions = slices.DeleteFunc(slices.Clone(cl.Sessions), func(k SessionKind) bool { return k == SessNested })
+				makeFair(cl)
+			}
+		}
+	}
+}
+
+// giveOwner makes cl acquire for an owner of each worker's own, or (one time in two)
+// for a shared owner; such a Client has one worker: with several, an owner's holds
+// would follow each other without a gap, and, as reentrancy allows, keep the key from
+// every other owner for the whole run. Owners' Clients do not fence in the nemesis:
+// the fencing-order check expects a token per grant, and every hold of a lease has the
+// lease's.
+func giveOwner(r *rand.Rand, cl *ClientSpec) {
+	cl.Owner, cl.OwnerPerWorker, cl.Fencing = "own", true, false
+	if r.IntN(2) == 0 {
+		cl.Owner, cl.OwnerPerWorker, cl.Workers = sharedOwners[r.IntN(len(sharedOwners))], false, 1
+	}
+}
+
+// makeFair makes cl a fair Client.
+func makeFair(cl *ClientSpec) {
+	cl.Fair, cl.FairLease = true, fairLease(*cl)
+	if !fairFencing {
+		cl.Fencing = false
+	}
+}
+
+// modes describes cl's owner and fairness for Schedule.String.
+func (cl ClientSpec) modes() string {
+	switch {
+	case cl.OwnerPerWorker:
+		return ", an owner per worker"
+	case cl.Owner != "":
+		return ", owner " + cl.Owner
+	case cl.Fair:
+		return fmt.Sprintf(", fair (entry lease %v)", cl.FairLease)
+	}
+	return ""
+}
+
+// workerOwner returns the owner worker wid of a Client cs acquires for ("" none).
+func workerOwner(cs ClientSpec, wid int) string {
+	if cs.OwnerPerWorker {
+		return fmt.Sprintf("%s/%d", cs.Owner, wid)
+	}
+	return cs.Owner
+}
+
+// withOwner returns ctx with the worker's owner, if it has one.
+func (w *worker) withOwner(ctx context.Context) context.Context {
+	if w.owner == "" {
+		return ctx
+	}
+	return redlock.WithOwner(ctx, w.owner)
+}
+
+// nested runs the rest of a SessNested session once its first hold is granted: a
+// second hold of the same owner on the key, taken while the first is held (TryAcquire
+// or Acquire, drawn), then the two released in a drawn order. The hold released second
+// goes on working alone: the owner's lease must outlive the release of the other hold.
+// The second hold is a session of its own (the first's id and "n").
+func (w *worker) nested(ctx context.Context, base Record, outer *redlock.Lock) {
+	ttl := w.s.TTL
+	w.work(ctx, base, outer, w.between(0, ttl/20))
+	in := base
+	in.Session = base.Session + "n"
+	rec := in
+	rec.Op, rec.Try = OpAcquire, w.r.IntN(2) == 0
+	wait := w.between(ttl/10, ttl/2)
+	actx, cancel := context.WithTimeout(w.withOwner(ctx), wait)
+	rec.Inv = monotonic()
+	rec.Deadline = rec.Inv + int64(wait)
+	var inner *redlock.Lock
+	var err error
+	if rec.Try {
+		inner, err = w.c.TryAcquire(actx, base.Key, ttl)
+	} else {
+		inner, err = w.c.Acquire(actx, base.Key, ttl)
+	}
+	rec.Ret = monotonic()
+	cancel()
+	rec.Ok, rec.Err = err == nil, errClass(err)
+	if err != nil {
+		rec.Detail = err.Error()
+		w.record(rec)
+		w.work(ctx, base, outer, w.between(0, ttl/10))
+		w.release(base, outer)
+		return
+	}
+	rec.Until = untilNs(inner)
+	w.record(rec)
+	first, second := base, in
+	firstLock, secondLock := outer, inner
+	if w.r.IntN(2) == 0 {
+		first, second, firstLock, secondLock = in, base, inner, outer
+	}
+	w.work(ctx, first, firstLock, w.between(0, ttl/10))
+	w.release(first, firstLock)
+	w.work(ctx, second, secondLock, w.between(0, ttl/5))
+	w.release(second, secondLock)
+}

@@ -1,0 +1,196 @@
+package nemesis
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// owned returns window's records with every record acquired for owner.
+func owned(owner string, recs []Record) []Record {
+	for i := range recs {
+		recs[i].Owner = owner
+	}
+	return recs
+}
+
+func TestLeaseMutexOwners(t *testing.T) {
+	// Holds of one owner overlap, from two workers; a nested hold outlives the
+	// first; another owner comes after the last hold's window.
+	ok := checkOnly(owned("A", window("a1", 0, 0, 1, 10)), owned("A", window("a2", 1, 2, 5, 20)),
+		owned("A", window("a3", 2, 6, 8, 12)), owned("B", window("b", 3, 9, 21, 30)), window("p", 4, 22, 31, 40))
+	if !ok.OK() {
+		t.Errorf("one owner's overlapping holds rejected: %v", ok.Violations)
+	}
+	for name, recs := range map[string][][]Record{
+		"another owner while the nested hold is open": {owned("A", window("a1", 0, 0, 1, 10)), owned("A", window("a2", 1, 2, 5, 20)), owned("B", window("b", 2, 9, 15, 30))},
+		"a lock without owner inside an owner's hold": {owned("A", window("a1", 0, 0, 1, 10)), window("p", 1, 2, 5, 20)},
+		"an owner inside a lock without owner":        {window("p", 0, 0, 1, 10), owned("A", window("a1", 1, 2, 5, 20))},
+		"two owners whose names only share a prefix":  {owned("A", window("a1", 0, 0, 1, 10)), owned("AB", window("b", 1, 2, 5, 20))},
+	} {
+		rep := checkOnly(recs...)
+		if rep.OK() || rep.Violations[0].Check != "lease mutex" {
+			t.Errorf("%s: not seen (%v)", name, rep.Violations)
+		}
+	}
+}
+
+func TestFairnessCheck(t *testing.T) {
+	m := int64(time.Millisecond)
+	s := &Schedule{Keys: []string{"k"}, MaxTTL: time.Second, Checkers: Checks{Fairness: true}}
+	// waiter: a blocking Acquire called at inv, granted at grant (0: gave up at its
+	// deadline dl, returning 150 ms later: a slow leave).
+	waiter := func(session string, worker int, inv, grant, dl int64) []Record {
+		if grant > 0 {
+			return window(session, worker, inv, grant, grant+10)
+		}
+		return []Record{{Op: OpAcquire, Session: session, Worker: worker, Key: "k", Inv: inv * m, Ret: (dl + 150) * m, Deadline: dl * m, Err: "not-acquired"}}
+	}
+	cases := []struct {
+		name string
+		recs [][]Record
+		bad  bool
+	}{
+		{"in order", [][]Record{window("h", 0, 0, 1, 900), waiter("a", 1, 10, 900, 0), waiter("b", 2, 400, 910, 0)}, false},
+		{"b called 300 ms after a, granted first", [][]Record{window("h", 0, 0, 1, 900), waiter("a", 1, 10, 1000, 0), waiter("b", 2, 310, 900, 0)}, true},
+		{"a TryAcquire that jumps the queue", [][]Record{waiter("a", 1, 10, 1000, 0), tryGrant("t", 2, 500, 501, 600)}, true},
+		{"b within the margin", [][]Record{window("h", 0, 0, 1, 900), waiter("a", 1, 10, 1000, 0), waiter("b", 2, 200, 900, 0)}, false},
+		{"a gave up before b's grant", [][]Record{window("h", 0, 0, 1, 900), waiter("a", 1, 10, 0, 800), waiter("b", 2, 310, 900, 0)}, false},
+		{"a gave up after b's grant", [][]Record{window("h", 0, 0, 1, 900), waiter("a", 1, 10, 0, 950), waiter("b", 2, 310, 900, 0)}, true},
+	}
+	for _, c := range cases {
+		var all []Record
+		for _, r := range c.recs {
+			all = append(all, r...)
+		}
+		rep := Check(s, all, nil, 0)
+		switch {
+		case c.bad && (rep.OK() || rep.Violations[0].Check != "fairness"):
+			t.Errorf("%s: not seen (%v)", c.name, rep.Violations)
+		case !c.bad && !rep.OK():
+			t.Errorf("%s: %v", c.name, rep.Violations)
+		}
+	}
+}
+
+// tryGrant is a granted TryAcquire's window.
+func tryGrant(session string, worker int, inv, grant, end int64) []Record {
+	recs := window(session, worker, inv, grant, end)
+	recs[0].Try = true
+	return recs
+}
+
+// TestGenerateModes checks the modes a thousand seeds draw: fair Clients all or none
+// in a schedule, never with an owner (refused with Fair), never fenced while
+// fairFencing is false; owners' Clients unfenced; the reentrant and fair families made
+// of their mode alone; and Mixed drawing each mode now and then.
+func TestGenerateModes(t *testing.T) {
+	var mixedFair, mixedOwner, perWorker int
+	for seed := uint64(1); seed <= 1000; seed++ {
+		for _, f := range Families {
+			s := Generate(seed, f)
+			fair := 0
+			for _, c := range s.Clients() {
+				nested := false
+				for _, k := range c.Sessions {
+					nested = nested || k == SessNested
+				}
+				switch {
+				case c.Fair && (c.Owner != "" || (c.Fencing && !fairFencing) || c.FairLease < 10*c.NodeTimeout):
+					t.Fatalf("seed %d %s: a fair Client %+v", seed, f, c)
+				case c.Owner != "" && (c.Fencing || !nested):
+					t.Fatalf("seed %d %s: an owner's Client %+v", seed, f, c)
+				case c.Owner == "" && nested:
+					t.Fatalf("seed %d %s: nested holds without an owner: %+v", seed, f, c)
+				case f == Reentrant && c.Owner == "", f == Fair && !c.Fair:
+					t.Fatalf("seed %d %s: a Client without the family's mode: %+v", seed, f, c)
+				case f != Mixed && f != Reentrant && f != Fair && (c.Fair || c.Owner != ""):
+					t.Fatalf("seed %d %s: a mode outside mixed, reentrant and fair: %+v", seed, f, c)
+				}
+				if c.Fair {
+					fair++
+				}
+				if c.Owner != "" && f == Mixed {
+					mixedOwner++
+				}
+				if c.OwnerPerWorker {
+					perWorker++
+				}
+			}
+			if fair != 0 && fair != len(s.Clients()) {
+				t.Fatalf("seed %d %s: %d of %d Clients fair", seed, f, fair, len(s.Clients()))
+			}
+			if f == Mixed && fair > 0 {
+				mixedFair++
+			}
+			if s.Checkers.Fairness != (f == Fair) || (f == Fair && len(s.Faults) > 0) {
+				t.Fatalf("seed %d %s: fairness check %v with %d faults", seed, f, s.Checkers.Fairness, len(s.Faults))
+			}
+		}
+	}
+	if mixedFair < 150 || mixedOwner < 300 || perWorker == 0 {
+		t.Errorf("mixed: %d fair schedules, %d owners' Clients, %d with an owner per worker, of 1000 seeds", mixedFair, mixedOwner, perWorker)
+	}
+}
+
+// TestRunShortReentrant runs a short reentrant schedule on real redis-server
+// processes: it must pass the checks, and must have done what it is there for: holds
+// of one owner overlapping (nested in one worker, and across workers), and other
+// owners granted after them.
+func TestRunShortReentrant(t *testing.T) {
+	s := Generate(1, Reentrant)
+	s.Length = 3 * time.Second
+	res, err := Run(t, s, "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Stderr)
+	}
+	if !res.Check.OK() {
+		t.Fatalf("violations %v; files %v\n%s", res.Check.Violations, res.Files, s)
+	}
+	var nested, shared, owners int
+	seen := map[string]bool{}
+	for _, ws := range res.Check.Windows {
+		for i, a := range ws {
+			if strings.HasSuffix(a.Session, "n") {
+				nested++
+			}
+			if !seen[a.Owner] {
+				seen[a.Owner] = true
+				owners++
+			}
+			for _, b := range ws[i+1:] {
+				if b.Grant < a.End && a.Owner == b.Owner && a.Worker != b.Worker {
+					shared++
+				}
+			}
+		}
+	}
+	t.Logf("%d grants, %d nested holds, %d overlaps of one owner's holds across workers, %d owners", res.Check.Grants, nested, shared, owners)
+	if nested == 0 || shared == 0 || owners < 2 {
+		t.Errorf("nested holds %d, one owner's holds overlapping across workers %d, owners granted %d: want > 0, > 0, ≥ 2\n%s", nested, shared, owners, s)
+	}
+}
+
+// TestRunShortFair runs a short fair schedule on real redis-server processes: it
+// must pass the checks, the fairness check included, with waiters that waited.
+func TestRunShortFair(t *testing.T) {
+	s := Generate(1, Fair)
+	s.Length = 4 * time.Second // a fair run grants little: waiters queue behind long holds
+	res, err := Run(t, s, "")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, res.Stderr)
+	}
+	if !res.Check.OK() {
+		t.Fatalf("violations %v; files %v\n%s", res.Check.Violations, res.Files, s)
+	}
+	waited := 0
+	for _, r := range res.Records {
+		if r.Op == OpAcquire && r.Ok && !r.Try && r.Ret-r.Inv > int64(OvertakeMargin) {
+			waited++
+		}
+	}
+	t.Logf("%d grants, %d of them after more than %v of waiting", res.Check.Grants, waited, OvertakeMargin)
+	if res.Check.Grants == 0 || waited == 0 {
+		t.Errorf("grants %d, waited longer than the margin %d: want both > 0\n%s", res.Check.Grants, waited, s)
+	}
+}
