@@ -37,7 +37,7 @@ func TestDocsCoverEverything(t *testing.T) {
 			t.Errorf("docs/cli.md's exit code table lacks %d", code)
 		}
 	}
-	for _, v := range []string{"REDLOCK_NODES", "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_FENCE", "REDLOCK_UNTIL", "REDLOCK_UNTIL_MS"} {
+	for _, v := range []string{"REDLOCK_NODES", "REDLOCK_OWNER", "REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_FENCE", "REDLOCK_UNTIL", "REDLOCK_UNTIL_MS"} {
 		if !strings.Contains(doc, "`"+v+"`") {
 			t.Errorf("docs/cli.md does not document %s", v)
 		}

@@ -37,6 +37,12 @@ when redlock dies or stays stopped until the validity is about to end. The lock 
 released once nothing the command started is left (--leftovers). docs/cli.md says what
 exec cannot contain (work handed to other services, writes already sent).
 
+With --fair, waiters get KEY in the order they arrived, across processes (a queue on
+every node; --nonblock then fails while others are queued). With --owner NAME (or
+REDLOCK_OWNER), the lock is a reentrant hold of NAME: an exec with the same owner gets
+KEY at once while another holds it, so a restarted job takes its lock back without
+waiting out the TTL; execs that share an owner do not exclude each other.
+
 Exit codes: the command's own (128+N if it died of signal N); 2 usage error;
 69 too few nodes answered; 75 lock held elsewhere (after --wait, or at once with
 --nonblock; see --conflict-exit-code); 122 lock lost while the command ran;
@@ -54,6 +60,7 @@ type execConfig struct {
 	leftovers string // leftoversWait or leftoversKill
 	conflict  int
 	verbose   bool
+	owner     string   // the owner of a reentrant hold (--owner), or ""
 	path      string   // the command's program, resolved on PATH
 	argv      []string // the command line as given
 }
@@ -71,17 +78,22 @@ func runExec(ctx context.Context, e *env, args []string) int {
 	conflict := fs.Int("conflict-exit-code", exitNotAcquired, "exit code when the lock is held elsewhere")
 	verbose := fs.Bool("verbose", false, "log the wait, the acquire and the release to stderr")
 	leftovers := fs.String("leftovers", leftoversWait, "what happens to processes the command leaves running when it exits,\nbefore the lock is released: wait (for them to end) or kill (SIGTERM, SIGKILL after --grace)")
+	kind := addKindFlags(fs)
 	var metricsAddr string
 	addMetricsFlag(fs, &metricsAddr)
 	pos, done, code := fs.parse(e, args, false)
 	if done {
 		return code
 	}
-	cfg, err := execSetup(e, cf, pos, execConfig{
+	cfg := execConfig{
 		key: *key, ttl: *ttl, wait: *wait, nonblock: *nonblock, grace: *grace,
 		conflict: *conflict, verbose: *verbose, leftovers: *leftovers,
 		opts: redlock.Options{NodeTimeout: cf.nodeTimeout, DriftFactor: cf.driftFactor, Fencing: *fence},
-	})
+	}
+	err := kind.resolve(e, fs, &cfg)
+	if err == nil {
+		cfg, err = execSetup(e, cf, pos, cfg)
+	}
 	if err != nil {
 		var ce *commandError
 		if errors.As(err, &ce) {
@@ -146,6 +158,9 @@ func execSetup(e *env, cf *connFlags, pos []string, cfg execConfig) (execConfig,
 	if cfg.specs, err = parseNodes(urls, cf.tls, cf.nodeTimeout); err != nil {
 		return cfg, err
 	}
+	if err := checkOptions(cfg.specs, cfg.opts); err != nil {
+		return cfg, err
+	}
 	path, err := exec.LookPath(pos[0])
 	if err != nil {
 		code := exitCannotRun // as a shell: 127 only when there is no such file
@@ -202,7 +217,7 @@ func execute(ctx context.Context, e *env, cfg execConfig) int {
 	if lock == nil {
 		return code
 	}
-	logf("acquired %q on %s, valid until %s", cfg.key, describeNodes(cfg.specs), lock.Until().Format(time.RFC3339Nano))
+	logf("acquired %q%s on %s, valid until %s", cfg.key, cfg.describeKind(), describeNodes(cfg.specs), lock.Until().Format(time.RFC3339Nano))
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -224,7 +239,7 @@ func execute(ctx context.Context, e *env, cfg execConfig) int {
 // acquireInterruptibly takes the lock as --wait and --nonblock say. A signal ends the
 // wait with exit code 128+signal. On failure it returns a nil lock and the exit code.
 func acquireInterruptibly(ctx context.Context, e *env, cfg execConfig, c *redlock.Client, sigs <-chan os.Signal) (*redlock.Lock, int) {
-	actx, cancel := context.WithCancel(ctx)
+	actx, cancel := context.WithCancel(cfg.withOwner(ctx))
 	defer cancel()
 	if cfg.wait > 0 {
 		actx, cancel = context.WithTimeout(actx, cfg.wait)

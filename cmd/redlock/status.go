@@ -34,7 +34,12 @@ on a plain node also KEY:fence; the larger is shown). The last line is the verdi
 
 The view is a snapshot taken on each node at about the same time; a holder's own
 validity is shorter than the PTTL shown (it subtracts the time its acquire took and the
-drift allowance).`
+drift allowance).
+
+An owner's key (exec --owner) shows "owner NAME" as the holder and a HOLDS column with
+the holds each node lists; the verdict counts a node for the owner whatever holds it
+lists. A fair key (exec --fair) gets a second table: each node's ticket counter and its
+waiters in the order they get the lock, with ticket and remaining entry lease.`
 
 // runStatus is the status subcommand.
 func runStatus(ctx context.Context, e *env, args []string) int {
@@ -89,6 +94,10 @@ type nodeStatus struct {
 	// fenceErr is why a counter could not be read (a key of another type): a problem
 	// of the counter alone, shown apart from the lock key's state.
 	fenceErr error
+	// fair is the key's fair queue (redlock.FairKeys), nil when the node has none;
+	// fairErr is why it could not be read, shown apart like fenceErr.
+	fair    *fairQueue
+	fairErr error
 }
 
 // queryStatus reads the key, its PTTL and its fencing counter from every node at once.
@@ -113,6 +122,7 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	var pttl *redis.DurationCmd
 	names := redlock.FenceKeys(rdb, key)
 	fences := make([]*redis.StringCmd, len(names))
+	var fair *redis.Cmd
 	// On a Cluster member the commands go to the master of KEY's slot, which also
 	// holds the counter (redlock.FenceKeys keeps it in that slot). The pipeline's own
 	// error is its first failed command's: each command is judged on its own instead,
@@ -123,11 +133,12 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 		for i, name := range names {
 			fences[i] = p.Get(ctx, name)
 		}
+		fair = queueFairRead(ctx, p, key)
 		return nil
 	})
 	// A failure of the connection itself (refused, WRONGPASS at the handshake) may
 	// be returned without being set on any command.
-	carried := get.Err() != nil || pttl.Err() != nil
+	carried := get.Err() != nil || pttl.Err() != nil || fair.Err() != nil
 	for _, f := range fences {
 		carried = carried || f.Err() != nil
 	}
@@ -144,6 +155,7 @@ func queryNode(ctx context.Context, s nodeSpec, key string, timeout time.Duratio
 	st.token, _ = get.Result()
 	st.pttl = pttl.Val()
 	st.fence, st.fenceErr = highest(names, fences)
+	st.fair, st.fairErr = fairResult(fair)
 	return st
 }
 
@@ -217,12 +229,15 @@ func judge(rows []nodeStatus) verdict {
 	quorum := n/2 + 1
 	silent := 0
 	count := map[string]int{}
+	shown := map[string]string{} // how each holder is shown
 	for _, r := range rows {
 		switch {
 		case r.err != nil:
 			silent++
 		case r.token != "":
-			count[r.token]++
+			id, s := holderOf(r.token)
+			count[id]++
+			shown[id] = s
 		}
 	}
 	tokens := make([]string, 0, len(count))
@@ -241,7 +256,7 @@ func judge(rows []nodeStatus) verdict {
 	}
 	switch {
 	case best >= quorum:
-		return verdict{verdictHeld, fmt.Sprintf("held by a majority: token %s on %d of %d nodes (%d needed)", short(tokens[0]), best, n, quorum)}
+		return verdict{verdictHeld, fmt.Sprintf("held by a majority: %s on %d of %d nodes (%d needed)", tokenOrOwner(shown[tokens[0]]), best, n, quorum)}
 	case best+silent >= quorum:
 		return verdict{verdictUnknown, fmt.Sprintf("unknown: %d of %d nodes could not be read, enough to hide a majority (%d needed)", silent, n, quorum)}
 	case len(tokens) == 0:
@@ -249,60 +264,84 @@ func judge(rows []nodeStatus) verdict {
 	}
 	parts := make([]string, len(tokens))
 	for i, t := range tokens {
-		parts[i] = fmt.Sprintf("%s on %d", short(t), count[t])
+		parts[i] = fmt.Sprintf("%s on %d", shown[t], count[t])
 	}
 	return verdict{verdictSplit, fmt.Sprintf("split: no token on a majority (%s; %d needed), so nobody holds the lock; the keys expire by their TTL", strings.Join(parts, ", "), quorum)}
 }
 
-// printStatus writes the table and the verdict.
+// printStatus writes the table, the fair queues if any, and the verdict. A HOLDS
+// column (an owner's hold count) appears only when a node has an owner's key.
 func printStatus(w io.Writer, key string, rows []nodeStatus, v verdict) {
 	fmt.Fprintf(w, "key %q on %s (%d needed for a majority)\n", key, plural(int64(len(rows)), "node"), len(rows)/2+1)
+	owners := anyOwner(rows)
 	var table strings.Builder
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tREACHABLE\tHOLDER\tPTTL\tFENCE\t")
+	cells := func(c []string) string {
+		if !owners {
+			c = append(c[:3:3], c[4:]...) // no HOLDS
+		}
+		return strings.Join(c, "\t")
+	}
+	fmt.Fprintln(tw, cells([]string{"NODE", "REACHABLE", "HOLDER", "HOLDS", "PTTL", "FENCE", ""}))
 	for _, r := range rows {
-		if r.err != nil {
-			reachable := "no"
-			var reply redis.Error
-			if errors.As(r.err, &reply) {
-				reachable = "yes" // it answered, with an error (WRONGPASS, WRONGTYPE, LOADING, ...)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t%v\n", r.name, reachable, r.err)
-			continue
-		}
-		holder, ttl := "-", "-"
-		if r.token != "" {
-			holder = short(r.token)
-			switch {
-			case r.pttl >= 0:
-				ttl = r.pttl.Round(time.Millisecond).String()
-			case r.pttl == -1: // go-redis passes Redis's -1 (no TTL) through as a Duration of -1
-				ttl = "no TTL"
-			}
-		}
-		fence, note := "-", ""
-		if r.fence != "" {
-			fence = printable(r.fence)
-		}
-		if r.fenceErr != nil {
-			if r.fence == "" {
-				fence = "?"
-			}
-			note = "fencing counter " + strings.ReplaceAll(r.fenceErr.Error(), "\n", "; ")
-		}
-		fmt.Fprintf(tw, "%s\tyes\t%s\t%s\t%s\t%s\n", r.name, holder, ttl, fence, note)
+		fmt.Fprintln(tw, cells(statusCells(r)))
 	}
 	tw.Flush()
 	for line := range strings.Lines(table.String()) {
 		fmt.Fprintln(w, strings.TrimRight(line, " \n"))
 	}
+	printQueues(w, rows)
 	fmt.Fprintf(w, "verdict: %s\n", v.text)
 }
 
+// statusCells returns a node's row: node, reachable, holder, holds, PTTL, fence and a
+// note.
+func statusCells(r nodeStatus) []string {
+	if r.err != nil {
+		reachable := "no"
+		var reply redis.Error
+		if errors.As(r.err, &reply) {
+			reachable = "yes" // it answered, with an error (WRONGPASS, WRONGTYPE, LOADING, ...)
+		}
+		return []string{r.name, reachable, "-", "-", "-", "-", r.err.Error()}
+	}
+	holder, ttl := "-", "-"
+	if r.token != "" {
+		_, holder = holderOf(r.token)
+		switch {
+		case r.pttl >= 0:
+			ttl = r.pttl.Round(time.Millisecond).String()
+		case r.pttl == -1: // go-redis passes Redis's -1 (no TTL) through as a Duration of -1
+			ttl = "no TTL"
+		}
+	}
+	fence, note := "-", ""
+	if r.fence != "" {
+		fence = printable(r.fence)
+	}
+	if r.fenceErr != nil {
+		if r.fence == "" {
+			fence = "?"
+		}
+		note = "fencing counter " + strings.ReplaceAll(r.fenceErr.Error(), "\n", "; ")
+	}
+	return []string{r.name, "yes", holder, ownerCell(r), ttl, fence, note}
+}
+
+// tokenOrOwner returns how the verdict names a holder: "token X…" or "owner NAME".
+func tokenOrOwner(shown string) string {
+	if strings.HasPrefix(shown, "owner ") {
+		return shown
+	}
+	return "token " + shown
+}
+
 // short returns the first 8 characters of a token, quoted if it is not printable text.
-func short(token string) string {
-	const keep = 8
-	t := printable(token)
+func short(token string) string { return clip(token, 8) }
+
+// clip returns the first keep characters of s, quoted if it is not printable text.
+func clip(s string, keep int) string {
+	t := printable(s)
 	if utf8.RuneCountInString(t) <= keep+1 {
 		return t
 	}
