@@ -47,6 +47,7 @@ type tick struct {
 type line struct {
 	Color string
 	Runs  []string
+	Areas []string // stacked panels: the polygons under each run, down to the series below
 }
 
 // legendEntry is one row of a legend: the series' colour, name and calcs.
@@ -91,11 +92,15 @@ func collectSeries(targets []targetResult) []drawn {
 }
 
 // stack adds each series' values to the sum of those before it at the same instant,
-// as "stacking: normal" draws them; NaN counts as nothing.
-func stack(ss []drawn) {
+// as "stacking: normal" draws them (NaN counts as nothing), and returns each value's
+// base: the sum below it.
+func stack(ss []drawn) [][]float64 {
 	sum := map[float64]float64{}
+	bases := make([][]float64, len(ss))
 	for i := range ss {
+		bases[i] = make([]float64, len(ss[i].values))
 		for j, t := range ss[i].times {
+			bases[i][j] = sum[t]
 			v := ss[i].values[j]
 			if math.IsNaN(v) {
 				continue
@@ -104,6 +109,7 @@ func stack(ss []drawn) {
 			ss[i].values[j] = sum[t]
 		}
 	}
+	return bases
 }
 
 // niceTicks returns about n round values covering lo..hi (1, 2, 2.5 or 5 × 10^k apart).
@@ -212,33 +218,61 @@ func timeLabel(t float64) string {
 	return time.Unix(int64(t), 0).UTC().Format("15:04:05")
 }
 
-// runsOf returns the polyline point lists of one series, breaking at NaN and at
-// gaps longer than 1.5 steps (a target that was not scraped).
-func runsOf(d drawn, step float64, x func(float64) float64, y func(float64) float64) []string {
-	var runs []string
-	var cur []string
+// runIndices splits a series into runs of consecutive numbers: a run ends at NaN and
+// at a gap longer than 1.5 steps (a target that was not scraped).
+func runIndices(d drawn, step float64) [][]int {
+	var runs [][]int
+	var cur []int
 	last := math.Inf(-1)
-	flush := func() {
-		if len(cur) == 1 { // a lone point: a short dash, so that it shows
-			var px, py float64
-			fmt.Sscanf(cur[0], "%f,%f", &px, &py)
-			cur = append(cur, fmt.Sprintf("%.1f,%.1f", px+2, py))
-		}
-		if len(cur) > 0 {
-			runs = append(runs, strings.Join(cur, " "))
-		}
-		cur = nil
-	}
 	for i, t := range d.times {
 		v := d.values[i]
-		if math.IsNaN(v) || math.IsInf(v, 0) || t-last > 1.5*step {
-			flush()
+		number := !math.IsNaN(v) && !math.IsInf(v, 0)
+		if (!number || t-last > 1.5*step) && len(cur) > 0 {
+			runs = append(runs, cur)
+			cur = nil
 		}
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			cur = append(cur, fmt.Sprintf("%.1f,%.1f", x(t), y(v)))
+		if number {
+			cur = append(cur, i)
 		}
 		last = t
 	}
-	flush()
+	if len(cur) > 0 {
+		runs = append(runs, cur)
+	}
 	return runs
+}
+
+// runsOf returns the polyline point lists of one series, one per run; a lone point
+// becomes a short dash, so that it shows.
+func runsOf(d drawn, step float64, x, y func(float64) float64) []string {
+	var out []string
+	for _, run := range runIndices(d, step) {
+		pts := make([]string, 0, len(run)+1)
+		for _, i := range run {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(d.times[i]), y(d.values[i])))
+		}
+		if len(run) == 1 {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(d.times[run[0]])+2, y(d.values[run[0]])))
+		}
+		out = append(out, strings.Join(pts, " "))
+	}
+	return out
+}
+
+// areasOf returns, for a stacked series, the polygons between it and the series
+// below it (base, at the same instants), one per run.
+func areasOf(d drawn, base []float64, step float64, x, y func(float64) float64) []string {
+	var out []string
+	for _, run := range runIndices(d, step) {
+		pts := make([]string, 0, 2*len(run))
+		for _, i := range run {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(d.times[i]), y(d.values[i])))
+		}
+		for k := len(run) - 1; k >= 0; k-- {
+			i := run[k]
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(d.times[i]), y(base[i])))
+		}
+		out = append(out, strings.Join(pts, " "))
+	}
+	return out
 }

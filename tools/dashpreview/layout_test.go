@@ -108,3 +108,43 @@ func TestFormatAndLegend(t *testing.T) {
 		t.Errorf("no labels: %q", got)
 	}
 }
+
+// TestStackedChart: a stacked panel draws each series on top of the ones before it,
+// with the area it adds, while its legend's calcs are over its own values.
+func TestStackedChart(t *testing.T) {
+	var p panel
+	p.Type, p.GridPos = "timeseries", gridPos{W: 12, H: 8}
+	p.FieldConfig.Defaults.Unit = "none"
+	p.FieldConfig.Defaults.Custom.Stacking.Mode = "normal"
+	p.Options.Legend.Calcs = []string{"mean", "max"}
+	pts := func(vs ...float64) []point {
+		out := make([]point, len(vs))
+		for i, v := range vs {
+			out[i] = point{T: 1000 + float64(i), V: v}
+		}
+		return out
+	}
+	pr := panelResult{Panel: p, Box: layout(p.GridPos, 1400), Targets: []targetResult{{
+		Legend: "{{k}}", Step: 1e9,
+		Series: []series{{Labels: map[string]string{"k": "a"}, Points: pts(1, 1, 1)}, {Labels: map[string]string{"k": "b"}, Points: pts(2, 3, 2)}},
+	}}}
+	c := buildChart(pr)
+	if len(c.Legend) != 2 || c.Legend[1].Name != "b" || c.Legend[1].Calcs[0] != "2.33" || c.Legend[1].Calcs[1] != "3" {
+		t.Fatalf("legend %+v: want b with mean 2.33 and max 3, its own values", c.Legend)
+	}
+	if len(c.Lines) != 2 || len(c.Lines[0].Areas) != 1 || len(c.Lines[1].Areas) != 1 {
+		t.Fatalf("lines %+v: want one area per series", c.Lines)
+	}
+	// The top tick is 4 (= 1 + 3 stacked): b's line reaches it, at the plot's top.
+	if top := c.YTicks[len(c.YTicks)-1]; top.Label != "4" || top.Pos != c.PlotY {
+		t.Errorf("top tick %+v, want 4 at %d", top, c.PlotY)
+	}
+	if !strings.Contains(c.Lines[1].Runs[0], fmt.Sprintf(",%d.0", c.PlotY)) {
+		t.Errorf("b's line %q does not reach the stacked 4", c.Lines[1].Runs[0])
+	}
+	p.FieldConfig.Defaults.Custom.Stacking.Mode = "none"
+	pr.Panel = p
+	if c := buildChart(pr); c.Lines[0].Areas != nil || c.YTicks[len(c.YTicks)-1].Label != "3" {
+		t.Errorf("unstacked: areas %v, top tick %+v", c.Lines[0].Areas, c.YTicks[len(c.YTicks)-1])
+	}
+}

@@ -31,6 +31,7 @@ func main() {
 // options are the command line.
 type options struct {
 	dashboard, prometheus, out string
+	promVersion                string
 	from, to                   time.Time
 	scrape                     time.Duration
 	width                      int
@@ -45,6 +46,7 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	var from, to, optional string
 	fs.StringVar(&o.dashboard, "dashboard", "docs/grafana-redlock.json", "the dashboard JSON `file`")
 	fs.StringVar(&o.prometheus, "prometheus", "http://127.0.0.1:9090", "the Prometheus server's base `URL`")
+	fs.StringVar(&o.promVersion, "prometheus-version", "", "the `version` to name when the server reports none (a go install build: the module version)")
 	fs.StringVar(&o.out, "out", "dashboard.html", "the HTML `file` to write")
 	fs.StringVar(&from, "from", "", "the window's start: Unix seconds or RFC 3339 (required)")
 	fs.StringVar(&to, "to", "", "the window's end: Unix seconds or RFC 3339 (default: now)")
@@ -113,6 +115,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "dashpreview: asking Prometheus its version:", err)
 		return 2
+	}
+	switch {
+	case version == "" && o.promVersion == "":
+		fmt.Fprintln(stderr, "dashpreview: Prometheus reports no version (a go install build); name it with -prometheus-version")
+		return 2
+	case version == "":
+		version = o.promVersion
 	}
 	prs, failures := evaluate(ctx, c, d, evalConfig{From: o.from, To: o.to, ScrapeInterval: o.scrape, PageWidth: o.width, Optional: o.optional})
 	if err := writeOut(o, d, version, prs, failures); err != nil {

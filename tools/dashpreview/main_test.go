@@ -23,7 +23,12 @@ type fakeProm struct {
 }
 
 func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// As Prometheus: the status endpoints take GET only, the queries GET or POST.
 	if r.URL.Path == "/api/v1/status/buildinfo" {
+		if r.Method != http.MethodGet {
+			http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			return
+		}
 		fmt.Fprint(w, `{"status":"success","data":{"version":"9.9.9-fake"}}`)
 		return
 	}
@@ -190,11 +195,21 @@ func TestRunUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
+	// A server that reports no version needs -prometheus-version.
+	noVersion := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"status":"success","data":{"version":""}}`)
+	}))
+	defer noVersion.Close()
+	var so, se bytes.Buffer
+	args := []string{"-dashboard", "../../docs/grafana-redlock.json", "-prometheus", noVersion.URL, "-from", "1", "-out", filepath.Join(t.TempDir(), "x.html")}
+	if code := run(context.Background(), args, &so, &se); code != 2 || !strings.Contains(se.String(), "-prometheus-version") {
+		t.Errorf("no version: exit %d, stderr %q", code, se.String())
+	}
 	// Prometheus not there: exit 2, before any page.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	var stdout, stderr bytes.Buffer
-	args := []string{"-dashboard", "../../docs/grafana-redlock.json", "-prometheus", srv.URL, "-from", "1", "-out", filepath.Join(t.TempDir(), "x.html")}
+	args = []string{"-dashboard", "../../docs/grafana-redlock.json", "-prometheus", srv.URL, "-from", "1", "-out", filepath.Join(t.TempDir(), "x.html")}
 	if code := run(context.Background(), args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "version") {
 		t.Errorf("no Prometheus: exit %d, stderr %q", code, stderr.String())
 	}

@@ -105,7 +105,8 @@ table.q code{white-space:pre-wrap;word-break:break-all}
 {{with .Chart}}<svg width="{{.W}}" height="{{.H}}" viewBox="0 0 {{.W}} {{.H}}" xmlns="http://www.w3.org/2000/svg">
 {{$c := .}}{{range .YTicks}}<line x1="{{$c.PlotX}}" x2="{{$c.W}}" y1="{{.Pos}}" y2="{{.Pos}}" stroke="#e4e4e4"/><text x="{{$c.PlotX}}" dx="-4" y="{{.Pos}}" dy="3" text-anchor="end">{{.Label}}</text>
 {{end}}{{range .XTicks}}<line x1="{{.Pos}}" x2="{{.Pos}}" y1="{{$c.PlotY}}" y2="{{$c.H}}" stroke="#eeeeee" transform="translate(0,-18)"/><text x="{{.Pos}}" y="{{$c.H}}" dy="-4" text-anchor="middle">{{.Label}}</text>
-{{end}}{{range .Lines}}{{$col := .Color}}{{range .Runs}}<polyline points="{{.}}" fill="none" stroke="{{$col}}" stroke-width="1.6" stroke-linejoin="round"/>
+{{end}}{{range .Lines}}{{$col := .Color}}{{range .Areas}}<polygon points="{{.}}" fill="{{$col}}" fill-opacity="0.35" stroke="none"/>
+{{end}}{{range .Runs}}<polyline points="{{.}}" fill="none" stroke="{{$col}}" stroke-width="1.6" stroke-linejoin="round"/>
 {{end}}{{end}}</svg>
 <table class="legend"><tr><th style="text-align:left">{{if .Legend}}series{{end}}</th>{{range .CalcNames}}<th>{{.}}</th>{{end}}</tr>
 {{range .Legend}}<tr><td class="name"><span class="sw" style="background:{{.Color}}"></span>{{.Name}}</td>{{range .Calcs}}<td class="num">{{.}}</td>{{end}}</tr>

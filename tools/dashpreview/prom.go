@@ -39,26 +39,33 @@ type apiReply struct {
 	Data      json.RawMessage `json:"data"`
 }
 
-// call POSTs form to the API path and returns the answer's data, or an error that
-// carries Prometheus's own error text.
+// call POSTs form to the API path (GETs it without a form: the status endpoints take
+// GET only) and returns the answer's data, or an error that carries Prometheus's own
+// error text.
 func (c *promClient) call(ctx context.Context, path string, form url.Values) (json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, strings.NewReader(form.Encode()))
+	method, body := http.MethodGet, io.Reader(nil)
+	if form != nil {
+		method, body = http.MethodPost, strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, err
 	}
 	var r apiReply
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, fmt.Errorf("HTTP %d, not an API answer: %.200q", resp.StatusCode, body)
+	if err := json.Unmarshal(answer, &r); err != nil {
+		return nil, fmt.Errorf("HTTP %d, not an API answer: %.200q", resp.StatusCode, answer)
 	}
 	if r.Status != "success" {
 		return nil, fmt.Errorf("prometheus: %s: %s (HTTP %d)", r.ErrorType, r.Error, resp.StatusCode)
@@ -66,7 +73,8 @@ func (c *promClient) call(ctx context.Context, path string, form url.Values) (js
 	return r.Data, nil
 }
 
-// version returns the server's version from /api/v1/status/buildinfo.
+// version returns the server's version from /api/v1/status/buildinfo; "" for a
+// build that has none stamped in (a plain `go install` of the server).
 func (c *promClient) version(ctx context.Context) (string, error) {
 	data, err := c.call(ctx, "/api/v1/status/buildinfo", nil)
 	if err != nil {
@@ -75,8 +83,8 @@ func (c *promClient) version(ctx context.Context) (string, error) {
 	var info struct {
 		Version string `json:"version"`
 	}
-	if err := json.Unmarshal(data, &info); err != nil || info.Version == "" {
-		return "", fmt.Errorf("buildinfo without a version: %s", data)
+	if err := json.Unmarshal(data, &info); err != nil {
+		return "", fmt.Errorf("buildinfo: %v: %s", err, data)
 	}
 	return info.Version, nil
 }

@@ -93,17 +93,27 @@ func colorOf(name string) string {
 }
 
 // buildChart lays out a time series panel: the legend below the plot (as many rows
-// as fit in half the panel), axes with round ticks, one polyline run per stretch of
-// numbers.
+// as fit in half the panel, with calcs over the series' own values), axes with round
+// ticks, one polyline per run of numbers, and for stacked panels the area each series
+// adds.
 func buildChart(pr panelResult) *chart {
 	p := pr.Panel
+	unit := p.FieldConfig.Defaults.Unit
 	ss := collectSeries(pr.Targets)
-	if p.FieldConfig.Defaults.Custom.Stacking.Mode == "normal" {
-		stack(ss)
-	}
 	c := &chart{W: pr.Box.Width - 2, CalcNames: p.Options.Legend.Calcs}
 	legendRows := min(len(ss), (pr.Box.Height-titleHeight)/2/legendRow)
 	c.LegendMore = len(ss) - legendRows
+	for i, d := range ss[:legendRows] {
+		e := legendEntry{Color: palette[i%len(palette)], Name: d.name}
+		for _, name := range c.CalcNames {
+			e.Calcs = append(e.Calcs, formatValue(calc(name, d.values), unit))
+		}
+		c.Legend = append(c.Legend, e)
+	}
+	var bases [][]float64
+	if p.FieldConfig.Defaults.Custom.Stacking.Mode == "normal" {
+		bases = stack(ss)
+	}
 	c.H = pr.Box.Height - titleHeight - (legendRows+1)*legendRow - 6
 	c.PlotX, c.PlotY, c.PlotW, c.PlotH = 62, 6, c.W-62-10, c.H-6-18
 	from, to, lo, hi := extent(ss)
@@ -119,21 +129,17 @@ func buildChart(pr panelResult) *chart {
 	x := func(t float64) float64 { return float64(c.PlotX) + (t-from)/(to-from)*float64(c.PlotW) }
 	y := func(v float64) float64 { return float64(c.PlotY+c.PlotH) - (v-lo)/(hi-lo)*float64(c.PlotH) }
 	for _, v := range yt {
-		c.YTicks = append(c.YTicks, tick{Pos: int(math.Round(y(v))), Label: formatValue(v, p.FieldConfig.Defaults.Unit)})
+		c.YTicks = append(c.YTicks, tick{Pos: int(math.Round(y(v))), Label: formatValue(v, unit)})
 	}
 	for _, t := range timeTicks(from, to, max(2, c.PlotW/90)) {
 		c.XTicks = append(c.XTicks, tick{Pos: int(math.Round(x(t))), Label: timeLabel(t)})
 	}
 	for i, d := range ss {
-		color := palette[i%len(palette)]
-		c.Lines = append(c.Lines, line{Color: color, Runs: runsOf(d, step, x, y)})
-		if i < legendRows {
-			e := legendEntry{Color: color, Name: d.name}
-			for _, name := range c.CalcNames {
-				e.Calcs = append(e.Calcs, formatValue(calc(name, d.values), p.FieldConfig.Defaults.Unit))
-			}
-			c.Legend = append(c.Legend, e)
+		l := line{Color: palette[i%len(palette)], Runs: runsOf(d, step, x, y)}
+		if bases != nil {
+			l.Areas = areasOf(d, bases[i], step, x, y)
 		}
+		c.Lines = append(c.Lines, l)
 	}
 	return c
 }
