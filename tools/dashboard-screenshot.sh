@@ -12,7 +12,8 @@
 #
 # OUTDIR (default: a new temporary directory) gets dashboard.html, the logs of every
 # process and prometheus.yml; the PNG goes to $PNG (default docs/dashboard.png).
-# LOAD_SECONDS (default 90) is the window drawn; OPTIONAL, if set, is passed to
+# LOAD_SECONDS (default 90) is the window drawn; DASHBOARD (default
+# docs/grafana-redlock.json) the dashboard evaluated; OPTIONAL, if set, is passed to
 # dashpreview's -optional (queries allowed to return no data; none needs it today). Installs Debian's chromium with
 # apt-get when it is missing and we are root, and Prometheus with `go install` into
 # ${XDG_CACHE_HOME:-~/.cache}/redlock-tools. The load, all on loopback:
@@ -33,6 +34,7 @@ mkdir -p "$out"
 out=$(realpath "$out")
 png=${PNG:-docs/dashboard.png}
 window=${LOAD_SECONDS:-90}
+dashboard=${DASHBOARD:-docs/grafana-redlock.json}
 promver=v0.316.0
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/redlock-tools
 t0=$(date +%s)
@@ -160,9 +162,9 @@ done
 to=$(date +%s.%N)
 
 # Draw while the demo still runs: its page is still scraped at the window's end.
-step "dashpreview: every query of docs/grafana-redlock.json on Prometheus"
+step "dashpreview: every query of $dashboard on Prometheus"
 code=0
-"$work/dashpreview" -dashboard docs/grafana-redlock.json -prometheus "http://127.0.0.1:$promport" \
+"$work/dashpreview" -dashboard "$dashboard" -prometheus "http://127.0.0.1:$promport" \
   -from "$from" -to "$to" -scrape-interval 1s -width 1400 -out "$out/dashboard.html" -prometheus-version "$promname" \
   ${OPTIONAL:+-optional "$OPTIONAL"} || code=$?
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -127,5 +128,30 @@ func judge(tr targetResult) string {
 	case tr.Empty:
 		return "returned only NaN (the panel expects data; -optional allows it)"
 	}
+	if missing := missingLegendLabels(tr.Legend, tr.Series); len(missing) > 0 {
+		return "legendFormat names " + strings.Join(missing, ", ") + ", which no series has"
+	}
 	return ""
+}
+
+// legendLabel matches a {{label}} of a legendFormat.
+var legendLabel = regexp.MustCompile(`\{\{\s*(\w+)\s*\}\}`)
+
+// missingLegendLabels returns the labels a legendFormat names that none of the series
+// carries: a grouping the query lost, so the legend would be blank where it names it.
+func missingLegendLabels(format string, ss []series) []string {
+	var missing []string
+	for _, m := range legendLabel.FindAllStringSubmatch(format, -1) {
+		found := false
+		for _, s := range ss {
+			if _, ok := s.Labels[m[1]]; ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, m[1])
+		}
+	}
+	return missing
 }

@@ -182,6 +182,22 @@ func TestRunFailsOnNoData(t *testing.T) {
 	}
 }
 
+// TestRunFailsOnLegendWithoutLabel: a query that lost the label its legendFormat
+// names (a "by" clause with a wrong label) still has data, but a blank legend.
+func TestRunFailsOnLegendWithoutLabel(t *testing.T) {
+	lostLabel := func(path, query string) (int, string) {
+		if strings.Contains(query, "sum by (redlock_node, error_type)") {
+			return 200, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"error_type":"refused"},"values":[[1800000000,"1"]]}]}}`
+		}
+		return okReply(path, query)
+	}
+	code, stderr, _, _ := runWith(t, lostLabel)
+	want := `panel "Node errors by node and class" (id 7) query A "sum by (redlock_node, error_type) (rate(redlock_node_errors_total[4s]))": legendFormat names redlock_node, which no series has`
+	if code != 1 || !strings.Contains(stderr, want) || strings.Count(stderr, "FAIL:") != 1 {
+		t.Errorf("exit %d, stderr:\n%s\nwant exactly: %s", code, stderr, want)
+	}
+}
+
 func TestRunUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"-from", "100", "-to", "50"},
