@@ -82,7 +82,7 @@ fi
 
 # A go install build has no version stamped in (its buildinfo says ""): name the
 # module version it was built from.
-promname="github.com/prometheus/prometheus $(go version -m "$prom" | awk '$1 == "mod" {print $3}')"
+promname="$(go version -m "$prom" | awk '$1 == "mod" {print $3}') (Go module version)"
 
 step "building redlock and dashpreview"
 go build -o "$work/redlock" ./cmd/redlock
