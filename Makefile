@@ -6,7 +6,7 @@
 .PHONY: test deps check test-docker stress
 
 # The modules beside the library's, each a directory with its own go.mod.
-MODULES := redlocktest cmd/redlock nemesis bench redlockotel
+MODULES := redlocktest cmd/redlock nemesis bench redlockotel tools/dashpreview
 
 test: deps
 	GOWORK=off go test -race -count=1 -p 1 ./...
@@ -14,6 +14,7 @@ test: deps
 	cd nemesis && go test -race -count=1 ./...
 	cd bench && go test -race -count=1 ./...
 	cd redlockotel && go test -race -count=1 ./...
+	cd tools/dashpreview && go test -race -count=1 ./...
 
 deps:
 	./tools/install-deps.sh

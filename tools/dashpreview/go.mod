@@ -1,0 +1,3 @@
+module github.com/redlock-go/redlock/tools/dashpreview
+
+go 1.26.8
