@@ -54,6 +54,9 @@ func ExampleNew() {
 	// Output:
 	// redlock.acquire.duration (s): 1 value, outcome ok
 	// redlock.locks.held ({lock}): 0
+	// redlock.locks.lost ({lock}): 0
+	// redlock.handoffs ({handoff}): 0
+	// redlock.fence.refusals ({refusal}): 0
 }
 
 // The wiring docs/observability.md shows (TestDocShowsWiring keeps the two the same):

@@ -118,7 +118,25 @@ func New(opts ...Option) (*Observer, error) {
 			o.extendBy[r][i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(out, AttrRenewal.Bool(renewal)))}
 		}
 	}
+	o.startCounters()
 	return o, nil
+}
+
+// startCounters records a zero in the counters that alerts watch, for every attribute
+// set known in advance (not the keys of WithKeys): Prometheus's increase() and rate()
+// count nothing for a series' first sample, so a counter that first appeared at 1 (the
+// first lost lock of a process) would never show as an increase, and the alert on it
+// would not fire.
+func (o *Observer) startCounters() {
+	if o.keys {
+		return
+	}
+	ctx := context.Background()
+	for i := int(redlock.OpAcquire); i < numOps; i++ {
+		o.m.lost.Add(ctx, 0, o.lostBy[i]...)
+	}
+	o.m.handoffs.Add(ctx, 0, o.none...)
+	o.m.fenceRefusals.Add(ctx, 0, o.none...)
 }
 
 // Observe records e: the metrics first, then its span.

@@ -153,3 +153,31 @@ func histogramCount(rm metricdata.ResourceMetrics, name string) uint64 {
 	}
 	return n
 }
+
+// TestAlertCountersStartAtZero: before any event, the counters that alerts watch
+// (locks lost by op, handoffs, fencing refusals) already have a point at zero, so the
+// first lost lock is an increase from 0 to 1 that increase() sees, not a new series.
+func TestAlertCountersStartAtZero(t *testing.T) {
+	rm := observeAll(t)
+	points := func(name string) int {
+		m := find(rm, name)
+		data, ok := m.Data.(metricdata.Sum[int64])
+		if !ok {
+			return 0
+		}
+		for _, p := range data.DataPoints {
+			if p.Value != 0 {
+				t.Errorf("%s starts at %d", name, p.Value)
+			}
+		}
+		return len(data.DataPoints)
+	}
+	if n := points(redlockotel.MetricLocksLost); n != 4 {
+		t.Errorf("locks lost: %d points at zero, want one per op (4)", n)
+	}
+	for _, name := range []string{redlockotel.MetricHandoffs, redlockotel.MetricFenceRefusals} {
+		if n := points(name); n != 1 {
+			t.Errorf("%s: %d points at zero, want 1", name, n)
+		}
+	}
+}
