@@ -130,7 +130,7 @@ func (cfg *benchConfig) report(ctx context.Context, e *env, specs []nodeSpec, wh
 	for _, r := range rows {
 		if r.violations > 0 || r.errors > 0 {
 			bad++
-			fmt.Fprintf(e.errw(), "redlock bench: %s: %s, %s; first error: %v\n", r.name, plural(int64(r.violations), "violation"), plural(int64(r.errors), "failed call"), r.firstErr)
+			fmt.Fprintf(e.errw(), "redlock bench: %s: %s, %s; first error: %v\n", r.name, plural(int64(max(r.violations, 0)), "violation"), plural(int64(r.errors), "failed call"), r.firstErr)
 		}
 	}
 	if bad > 0 {
