@@ -20,13 +20,15 @@ import (
 var (
 	//go:embed scripts/fair_ticket.lua
 	fairTicketLua string
+	//go:embed scripts/fair_queue.lua
+	fairQueueLua string // put in front of fair_acquire.lua
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
 	//go:embed scripts/fair_release.lua
 	fairReleaseLua string
 
 	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
-	stepFairAcquire = step{redis.NewScript(fairAcquireLua), fairReply, false}
+	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false}
 	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
 )
 
