@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	_ "embed" // the Lua scripts are files in scripts/
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,15 +20,20 @@ var (
 	//go:embed scripts/fair_ticket.lua
 	fairTicketLua string
 	//go:embed scripts/fair_queue.lua
-	fairQueueLua string // put in front of fair_acquire.lua
+	fairQueueLua string // put in front of the two fair acquire scripts
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
+	//go:embed scripts/fair_fenced_acquire.lua
+	fairFencedAcquireLua string
 	//go:embed scripts/fair_release.lua
 	fairReleaseLua string
 
 	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
 	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false}
 	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
+	// With Options.Fencing: it answers a refused proposal as text ("-c"), which
+	// judge tells apart from a waiter's place (an integer) by its type.
+	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true}
 )
 
 // fairBehind is 2^40: fair_acquire.lua answers −(fairBehind − a) to a waiter with a
@@ -47,13 +51,14 @@ func fairReply(v int64) outcome {
 }
 
 // fairAhead returns how many entries were ahead of a waiter whose fair attempt t did
-// not win, on the node that had the fewest: 0 when a node said yes (the waiter was its
-// head), also when every other node failed, and when none answered.
+// not win, on the node that had the fewest: 0 when a node said yes or refused its
+// fencing token (the waiter was its head), also when every other node failed, and
+// when none answered.
 func fairAhead(t tally) int64 {
-	if t.yes > 0 || t.high <= 0 || t.high > fairBehind {
+	if t.yes > 0 || t.refused > 0 || t.noHigh <= 0 || t.noHigh > fairBehind {
 		return 0
 	}
-	return fairBehind - t.high
+	return fairBehind - t.noHigh
 }
 
 // DefaultFairLease is the lease of a waiter's queue entry when Options.FairLease is
@@ -70,16 +75,10 @@ func fairOwnerError(key string) error {
 	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair yet", key)
 }
 
-// errFairFencing refuses Options.Fair together with Options.Fencing (not done yet).
-var errFairFencing = errors.New("redlock: Options.Fair with Options.Fencing is not supported yet")
-
 // fairDefaults validates the fair-lock options of o and fills in their defaults.
 func (o *Options) fairDefaults() error {
 	if !o.Fair {
 		return nil
-	}
-	if o.Fencing {
-		return errFairFencing
 	}
 	if o.FairLease == 0 {
 		o.FairLease = max(DefaultFairLease, timeouts(minFairLeaseTimeouts, o.NodeTimeout))
@@ -134,10 +133,15 @@ type fairEntry struct {
 // fairTry is the entry of every fair TryAcquire and of a fair Acquire's first attempt.
 var fairTry = &fairEntry{}
 
-// stepRequest returns the fair acquire step for req.
+// stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
+// proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
+// names to its KEYS).
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key),
-		args: []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}}
+	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
+	if req.fence != 0 {
+		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence)}
+	}
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args}
 }
 
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
@@ -236,12 +240,11 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	if !c.enter() {
 		return nil, w.stopped()
 	}
-	token, err := newToken()
+	lock, qe, t, err := c.rounds(w.ctx, roundRequest{key: w.key, ttl: w.ttl, fair: &w.entry})
 	if err != nil {
 		c.inFlight.Done()
 		return nil, err
 	}
-	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
 	w.tries++ // for Options.Observer
 	w.ahead = fairAhead(t)
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
@@ -262,6 +265,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 
 // failed records a failed step; a non-nil error is Acquire's.
 func (w *fairWaiter) failed(qe *QuorumError) error {
+	w.refused += qe.fenceRefusals()
 	if err := w.verdict(qe); err != nil {
 		return err
 	}

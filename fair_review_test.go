@@ -174,7 +174,7 @@ func mustFairQueue(key string) string {
 // and plain Clients taking the key in turns never overlap.
 func TestFairBesidePlainClients(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
-	counts := c.contend("k", 10, fairOpts, redlock.Options{}, fairOpts, redlock.Options{})
+	counts, _ := c.contend("k", 10, fairOpts, redlock.Options{}, fairOpts, redlock.Options{})
 	t.Logf("acquisitions per Client (fair, plain, fair, plain): %v", counts)
 }
 

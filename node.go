@@ -38,11 +38,11 @@ var (
 type step struct {
 	script *redis.Script
 	judge  func(v int64) outcome
-	// fencing: a fencing script. Its KEYS after the first are the fencing counter's
-	// names, which depend on the kind of node (fenceKeys), so Client.start adds them per
-	// node; and it answers a counter as a decimal string (a Lua number is a double: it
-	// would lose digits above 2^53, and Redis would turn one above 2^63 into a negative
-	// integer).
+	// fencing: a fencing script. Its last KEYS are the fencing counter's names, which
+	// depend on the kind of node (fenceKeys), so Client.start adds them per node; and it
+	// answers a counter as a decimal string (a Lua number is a double: it would lose
+	// digits above 2^53, and Redis would turn one above 2^63 into a negative integer),
+	// a refused proposal as "-c" (judge makes that outRefused).
 	fencing bool
 }
 

@@ -1,7 +1,7 @@
 -- fair_queue.lua: the queue work of a fair lock's acquire (Options.Fair) on one node.
--- Not a script of its own: the Go side puts it in front of fair_acquire.lua, which then
--- calls fairQueue and takes the key only when it returns nil. See fair_acquire.lua for
--- the KEYS and ARGV.
+-- Not a script of its own: the Go side puts it in front of fair_acquire.lua and of
+-- fair_fenced_acquire.lua (after decimal.lua there), which then call fairQueue and take
+-- the key only when it returns nil. See fair_acquire.lua for the KEYS and ARGV.
 if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
 end
