@@ -29,12 +29,12 @@ var (
 	//go:embed scripts/fair_release.lua
 	fairReleaseLua string
 
-	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
-	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false}
-	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
-	// With Options.Fencing: it answers a refused proposal as text ("-c"), which
-	// judge tells apart from a waiter's place (an integer) by its type.
-	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true}
+	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false, nil}
+	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false, nil}
+	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false, nil}
+	// With Options.Fencing: it answers a refused proposal as text ("-c"), judged as
+	// fenced_acquire.lua's, apart from a waiter's place (an integer, fairReply).
+	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true, fencedReply}
 )
 
 // fairBehind is 2^40: fair_acquire.lua answers −(fairBehind − a) to a waiter with a

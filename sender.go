@@ -308,10 +308,11 @@ func judge(st step, cmd *redis.Cmd) (outcome, int64, error) {
 	if s, isText := res.(string); isText && st.fencing {
 		v, err = strconv.ParseInt(s, 10, 64)
 		ok = err == nil
-		if ok && v < 0 {
-			// "-c": the counter c refused the proposal. Only text says so: a fair
-			// waiter's place is a negative integer (fair_fenced_acquire.lua).
-			return outRefused, v, nil
+		if ok && st.text != nil {
+			if out := st.text(v); out != outFailed {
+				return out, v, nil
+			}
+			return outFailed, v, fmt.Errorf("unexpected script reply %q", s)
 		}
 	}
 	if !ok {
