@@ -139,11 +139,8 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock,
 	return lock, qe, err
 }
 
-// attempt is one round of the algorithm: send the acquire script to all nodes at once,
-// count the answers, compute the validity left, and keep the lock only with a majority
-// and positive validity; otherwise release it on every node. With fencing, a round that
-// failed only because nodes refused the proposed token is repeated at once with a token
-// above the counters they reported, a few times.
+// attempt is one attempt of the algorithm (see rounds), with fairTry's entry for a
+// Client with Options.Fair: it takes the key only if nobody is queued.
 func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
@@ -152,46 +149,59 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, nil, err
 	}
+	req := roundRequest{key: key, owner: owner, ttl: ttl}
+	if c.opts.Fair {
+		if owner != "" {
+			return nil, nil, fairOwnerError(key)
+		}
+		req.fair = fairTry
+	}
+	lock, qe, _, err := c.rounds(ctx, req)
+	return lock, qe, err
+}
+
+// rounds is one attempt: send the acquire script to all nodes at once, count the
+// answers, compute the validity left, and keep the lock only with a majority and
+// positive validity; otherwise release it on every node. Each round has a fresh token.
+// With fencing, a round that failed only because nodes refused the proposed token is
+// repeated at once with a token above the counters they reported, a few times. t is
+// the tally of the last round (the zero tally when none ran).
+func (c *Client) rounds(ctx context.Context, req roundRequest) (*Lock, *QuorumError, tally, error) {
 	if !c.opts.Fencing {
 		token, err := newToken()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, tally{}, err
 		}
-		req := roundRequest{key: key, owner: owner, token: token, ttl: ttl}
-		if c.opts.Fair {
-			if owner != "" {
-				return nil, nil, fairOwnerError(key)
-			}
-			req.fair = fairTry // takes the key only if nobody is queued
-		}
-		lock, qe, _ := c.round(ctx, req)
-		return lock, qe, nil
+		req.token = token
+		lock, qe, t := c.round(ctx, req)
+		return lock, qe, t, nil
 	}
-	fence, qe, err := c.proposal(ctx, key, []string{key}) // Client.start adds the counter's names per node
+	fence, qe, err := c.proposal(ctx, req.key, []string{req.key}) // Client.start adds the counter's names per node
 	if qe != nil || err != nil {
-		return nil, qe, err
+		return nil, qe, tally{}, err
 	}
 	const maxProposals = 3
 	refused := 0 // fencing refusals in this attempt's rounds, for Options.Observer
 	for n := 1; ; n++ {
-		token, err := newToken()
-		if err != nil {
-			return nil, nil, err
+		if req.token, err = newToken(); err != nil {
+			return nil, nil, tally{}, err
 		}
-		lock, qe, t := c.round(ctx, roundRequest{key: key, owner: owner, token: token, ttl: ttl, fence: fence})
+		req.fence = fence
+		lock, qe, t := c.round(ctx, req)
 		refused += t.refused
 		if lock != nil {
-			c.fences.raise(key, fence)
+			c.fences.raise(req.key, fence)
 			noteRefused(lock.lastRound, refused)
-			return lock, nil, nil
+			return lock, nil, t, nil
 		}
-		c.fences.raise(key, t.high)
+		seen := max(t.counter, t.yesHigh) // the counters refusals reported, an owner's lease token
+		c.fences.raise(req.key, seen)
 		if t.refused == 0 || n == maxProposals || qe.ctxErr != nil {
 			noteRefused(qe.round, refused)
-			return nil, qe, nil
+			return nil, qe, t, nil
 		}
-		if fence, err = nextFence(key, max(fence, t.high)); err != nil {
-			return nil, nil, err
+		if fence, err = nextFence(req.key, max(fence, seen)); err != nil {
+			return nil, nil, t, err
 		}
 	}
 }
@@ -297,6 +307,7 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 		qe.round = r
 		return 0, qe, nil
 	}
+	c.fences.raise(key, t.high) // a counter a node holds: the next proposal can start above it
 	fence, err := nextFence(key, t.high)
 	return fence, nil, err
 }

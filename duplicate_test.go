@@ -477,8 +477,8 @@ func compare(t *testing.T, what string, before, after map[string][]nodeState) {
 func TestLateCopiesOfEveryCommand(t *testing.T) {
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	sources := scriptSources(t)
-	for stop := 1; stop <= len(lateSteps); stop++ {
-		t.Run("after "+lateSteps[stop-1].name, func(t *testing.T) {
+	for stop := 1; stop <= len(allLateSteps); stop++ {
+		t.Run("after "+allLateSteps[stop-1].name, func(t *testing.T) {
 			c := &cluster{t: t, servers: servers}
 			for _, s := range servers {
 				a := s.Client()
@@ -498,7 +498,7 @@ func TestLateCopiesOfEveryCommand(t *testing.T) {
 			}
 			defer w.f.Close()
 			ctx := t.Context()
-			for _, st := range lateSteps[:stop] {
+			for _, st := range allLateSteps[:stop] {
 				if err := st.do(w, ctx); err != nil {
 					t.Fatalf("step %q: %v", st.name, err)
 				}

@@ -3,11 +3,11 @@ package redlock
 import (
 	"context"
 	_ "embed" // the Lua scripts are files in scripts/
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,14 +20,21 @@ import (
 var (
 	//go:embed scripts/fair_ticket.lua
 	fairTicketLua string
+	//go:embed scripts/fair_queue.lua
+	fairQueueLua string // put in front of the two fair acquire scripts
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
+	//go:embed scripts/fair_fenced_acquire.lua
+	fairFencedAcquireLua string
 	//go:embed scripts/fair_release.lua
 	fairReleaseLua string
 
-	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false}
-	stepFairAcquire = step{redis.NewScript(fairAcquireLua), fairReply, false}
-	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false}
+	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false, nil}
+	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false, nil}
+	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false, nil}
+	// With Options.Fencing: it answers a refused proposal as text ("-c"), judged as
+	// fenced_acquire.lua's, apart from a waiter's place (an integer, fairReply).
+	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true, fencedReply}
 )
 
 // fairBehind is 2^40: fair_acquire.lua answers −(fairBehind − a) to a waiter with a
@@ -45,13 +52,14 @@ func fairReply(v int64) outcome {
 }
 
 // fairAhead returns how many entries were ahead of a waiter whose fair attempt t did
-// not win, on the node that had the fewest: 0 when a node said yes (the waiter was its
-// head), also when every other node failed, and when none answered.
+// not win, on the node that had the fewest: 0 when a node said yes or refused its
+// fencing token (the waiter was its head), also when every other node failed, and
+// when none answered.
 func fairAhead(t tally) int64 {
-	if t.yes > 0 || t.high <= 0 || t.high > fairBehind {
+	if t.yes > 0 || t.refused > 0 || t.noHigh <= 0 || t.noHigh > fairBehind {
 		return 0
 	}
-	return fairBehind - t.high
+	return fairBehind - t.noHigh
 }
 
 // DefaultFairLease is the lease of a waiter's queue entry when Options.FairLease is
@@ -68,16 +76,10 @@ func fairOwnerError(key string) error {
 	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair yet", key)
 }
 
-// errFairFencing refuses Options.Fair together with Options.Fencing (not done yet).
-var errFairFencing = errors.New("redlock: Options.Fair with Options.Fencing is not supported yet")
-
 // fairDefaults validates the fair-lock options of o and fills in their defaults.
 func (o *Options) fairDefaults() error {
 	if !o.Fair {
 		return nil
-	}
-	if o.Fencing {
-		return errFairFencing
 	}
 	if o.FairLease == 0 {
 		o.FairLease = max(DefaultFairLease, timeouts(minFairLeaseTimeouts, o.NodeTimeout))
@@ -132,10 +134,15 @@ type fairEntry struct {
 // fairTry is the entry of every fair TryAcquire and of a fair Acquire's first attempt.
 var fairTry = &fairEntry{}
 
-// stepRequest returns the fair acquire step for req.
+// stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
+// proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
+// names to its KEYS).
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key),
-		args: []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}}
+	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
+	if req.fence != 0 {
+		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence)}
+	}
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args}
 }
 
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
@@ -151,18 +158,30 @@ type fairWaiter struct {
 	// next waiter attempt, not all of them.
 	ahead   int64
 	renewAt time.Time
+	// cutSince is when the waiter's attempts began to reach fewer than a majority of
+	// the nodes (too many failed), zero while they reach one. After a renewal period
+	// of that the waiter is away: it takes its entries out, so that it does not stay
+	// the head of the nodes it still reaches and block them, and its turns only look
+	// for a majority again (turn), keeping its ticket.
+	cutSince time.Time
+	away     bool
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
 // is queued; then a ticket, and attempts that queue the waiter on every node and renew
 // its entry, at once after every announced release and otherwise every
 // min(FairLease/3, RetryDelay), until it is the head on a majority and gets the key.
-// Its entries are removed when it gives up.
+// Its entries are removed when it gives up, also when the Client closes: Close waits
+// for that (at most a node timeout).
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
 	if lock, err := w.try(); lock != nil || err != nil {
 		return lock, err
 	}
+	if !c.enter() { // for the whole wait: Close waits until the waiter has left
+		return nil, w.stopped()
+	}
+	defer c.inFlight.Done()
 	id, err := newToken()
 	if err != nil {
 		return nil, err
@@ -195,7 +214,7 @@ func (w *fairWaiter) run() (*Lock, error) {
 		wake, wakes := w.t.woken()
 		if !w.c.opts.Clock.Now().Before(w.renewAt) || wakes-w.seen >= uint64(w.ahead) {
 			w.seen = wakes
-			lock, err := w.attemptFair()
+			lock, err := w.turn()
 			if lock != nil || err != nil {
 				return lock, err
 			}
@@ -203,6 +222,45 @@ func (w *fairWaiter) run() (*Lock, error) {
 		if err := w.sleep(wake); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// turn is the waiter's attempt, when one is due. A waiter that has been cut off from
+// a majority for a renewal period takes its entries out (away); while away, its turn
+// takes them out again instead of attempting, which shows whether a majority
+// answers, and once one does it attempts at once, queueing again with its ticket.
+func (w *fairWaiter) turn() (*Lock, error) {
+	if w.away {
+		t, errs := w.leave()
+		if cutOff(t) {
+			w.renewAt = w.c.opts.Clock.Now().Add(w.period())
+			return nil, w.failed(w.c.quorumError("acquire", w.key, t, errs, ErrUnavailable, nil))
+		}
+		w.away, w.cutSince = false, time.Time{}
+	}
+	lock, err := w.attemptFair()
+	if lock == nil && err == nil && w.away {
+		w.leave()
+	}
+	return lock, err
+}
+
+// cutOff reports that too many nodes failed in step t for the others to make a
+// majority (no step ran: not cut off).
+func cutOff(t tally) bool { return t.n > 0 && t.failed > t.n-t.quorum() }
+
+// reach records whether the waiter's attempt, which failed with qe (nil: it won),
+// reached a majority, and makes the waiter away once its attempts have not for a
+// renewal period (FairLease/3).
+func (w *fairWaiter) reach(qe *QuorumError) {
+	now := w.c.opts.Clock.Now()
+	switch {
+	case qe == nil || qe.Failed <= qe.Nodes-qe.Needed:
+		w.cutSince = time.Time{}
+	case w.cutSince.IsZero():
+		w.cutSince = now
+	case now.Sub(w.cutSince) >= w.entry.lease/3:
+		w.away = true
 	}
 }
 
@@ -234,13 +292,13 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	if !c.enter() {
 		return nil, w.stopped()
 	}
-	token, err := newToken()
+	lock, qe, t, err := c.rounds(w.ctx, roundRequest{key: w.key, ttl: w.ttl, fair: &w.entry})
 	if err != nil {
 		c.inFlight.Done()
 		return nil, err
 	}
-	lock, qe, t := c.round(w.ctx, roundRequest{key: w.key, token: token, ttl: w.ttl, fair: &w.entry})
 	w.tries++ // for Options.Observer
+	w.reach(qe)
 	w.ahead = fairAhead(t)
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
@@ -260,6 +318,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 
 // failed records a failed step; a non-nil error is Acquire's.
 func (w *fairWaiter) failed(qe *QuorumError) error {
+	w.refused += qe.fenceRefusals()
 	if err := w.verdict(qe); err != nil {
 		return err
 	}
@@ -299,17 +358,15 @@ func (w *fairWaiter) period() time.Duration {
 }
 
 // leave removes the waiter's entry from every node (fair_release.lua with no token),
-// on a context the caller cannot cancel, waiting at most the node timeout; a node it
-// does not reach drops the entry when its lease ends. If the waiter was the head and
-// the key is free, the nodes wake the next waiter.
-func (w *fairWaiter) leave() {
+// on a context the caller cannot cancel, waiting at most the node timeout, and
+// returns what the nodes answered; a node it does not reach drops the entry when its
+// lease ends. The nodes announce the removal, so the waiters behind count one fewer
+// ahead. It runs under fairAcquire's registration with Close, also once Close began.
+func (w *fairWaiter) leave() (tally, *multierror.Error) {
 	c := w.c
-	if !c.enter() {
-		return // closed: the entries run out with their lease
-	}
-	defer c.inFlight.Done()
 	ctx := context.WithoutCancel(w.ctx)
-	c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
+	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
+	return t, errs
 }
 
 // fairRelease turns req into the release step of a fair lock that holds a queue

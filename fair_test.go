@@ -104,11 +104,12 @@ func (c *cluster) severableClient(opts redlock.Options, nodes ...int) (*redlock.
 	return client, s
 }
 
-// grants records the order in which waiters got the lock.
+// grants records the order in which waiters got the lock, and their fencing tokens.
 type grants struct {
-	mu    sync.Mutex
-	order []int
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	order  []int
+	fences []uint64
+	wg     sync.WaitGroup
 }
 
 // queueWaiter starts waiter number i (a new Client) on key: once granted, it records
@@ -134,6 +135,7 @@ func (g *grants) queue(ctx context.Context, c *cluster, client *redlock.Client, 
 		}
 		g.mu.Lock()
 		g.order = append(g.order, i)
+		g.fences = append(g.fences, l.Fence())
 		g.mu.Unlock()
 		time.Sleep(hold) // the critical section
 		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
@@ -372,20 +374,21 @@ func TestFairNodeRestartedEmpty(t *testing.T) {
 // ever inside at once, and every one gets its turns.
 func TestFairMutualExclusion(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
-	counts := c.contend("k", 10, fairOpts, fairOpts, fairOpts, fairOpts)
+	counts, _ := c.contend("k", 10, fairOpts, fairOpts, fairOpts, fairOpts)
 	t.Logf("acquisitions per Client: %v", counts)
 }
 
 // contend runs one Client per element of opts, each taking key rounds times (holding it
 // 1 ms), and fails c's test if two ever held it at once; it returns each Client's
-// acquisitions.
-func (c *cluster) contend(key string, rounds int, opts ...redlock.Options) []int {
+// acquisitions and the fencing tokens of the locks in the order they were held.
+func (c *cluster) contend(key string, rounds int, opts ...redlock.Options) (counts []int, fences []uint64) {
 	t := c.t
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	var inside, overlaps atomic.Int32
 	var wg sync.WaitGroup
-	counts := make([]int, len(opts))
+	var mu sync.Mutex
+	counts = make([]int, len(opts))
 	for i := range counts {
 		client := c.newClient(opts[i])
 		wg.Add(1)
@@ -400,6 +403,9 @@ func (c *cluster) contend(key string, rounds int, opts ...redlock.Options) []int
 				if inside.Add(1) != 1 {
 					overlaps.Add(1)
 				}
+				mu.Lock()
+				fences = append(fences, l.Fence())
+				mu.Unlock()
 				time.Sleep(time.Millisecond)
 				inside.Add(-1)
 				counts[i]++
@@ -413,32 +419,7 @@ func (c *cluster) contend(key string, rounds int, opts ...redlock.Options) []int
 	if n := overlaps.Load(); n > 0 {
 		t.Fatalf("%d overlapping holds", n)
 	}
-	return counts
-}
-
-// TestFairOptions: Fair with Fencing is refused (not done yet), and so is a lease too
-// short to renew.
-func TestFairOptions(t *testing.T) {
-	rdbs := []redis.UniversalClient{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})}
-	defer rdbs[0].Close()
-	for _, tc := range []struct {
-		opts redlock.Options
-		want string
-	}{
-		{redlock.Options{Fair: true, Fencing: true}, "Fair with Options.Fencing is not supported"},
-		{redlock.Options{Fair: true, FairLease: 400 * time.Millisecond}, "at least 10 × NodeTimeout"},
-		{redlock.Options{Fair: true, FairLease: 1500*time.Millisecond + 1}, "whole milliseconds"},
-	} {
-		c, err := redlock.New(rdbs, tc.opts)
-		if err == nil {
-			c.Close()
-			t.Errorf("New(%+v) accepted", tc.opts)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("New(%+v): %v, want %q", tc.opts, err, tc.want)
-		}
-	}
+	return counts, fences
 }
 
 // TestFairWakesOnlyTheNext: a release makes the next waiter attempt, not every waiter

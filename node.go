@@ -26,24 +26,28 @@ var (
 	//go:embed scripts/handoff.lua
 	handoffLua string
 
-	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false}
-	stepRelease       = step{redis.NewScript(releaseLua), released, false}
-	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false}
-	stepFenceRead     = step{redis.NewScript(decimalLua + fenceReadLua), counter, true}
-	stepFencedAcquire = step{redis.NewScript(decimalLua + fencedAcquireLua), fencedReply, true}
-	stepHandoff       = step{redis.NewScript(handoffLua), yesOrNo, false}
+	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false, nil}
+	stepRelease       = step{redis.NewScript(releaseLua), released, false, nil}
+	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false, nil}
+	stepFenceRead     = step{redis.NewScript(decimalLua + fenceReadLua), counter, true, nil}
+	stepFencedAcquire = step{redis.NewScript(decimalLua + fencedAcquireLua), fencedReply, true, nil}
+	stepHandoff       = step{redis.NewScript(handoffLua), yesOrNo, false, nil}
 )
 
 // step is one server-side script and the meaning of its integer reply.
 type step struct {
 	script *redis.Script
 	judge  func(v int64) outcome
-	// fencing: a fencing script. Its KEYS after the first are the fencing counter's
-	// names, which depend on the kind of node (fenceKeys), so Client.start adds them per
-	// node; and it answers a counter as a decimal string (a Lua number is a double: it
-	// would lose digits above 2^53, and Redis would turn one above 2^63 into a negative
-	// integer).
+	// fencing: a fencing script. Its last KEYS are the fencing counter's names, which
+	// depend on the kind of node (fenceKeys), so Client.start adds them per node; and it
+	// answers a counter as a decimal string (a Lua number is a double: it would lose
+	// digits above 2^53, and Redis would turn one above 2^63 into a negative integer),
+	// a refused proposal as "-c".
 	fencing bool
+	// text, when not nil, judges a fencing script's text replies, and judge its
+	// integer replies only: fair_fenced_acquire.lua answers a refusal "-c" as text and
+	// a waiter's place as a negative integer, in ranges that overlap.
+	text func(v int64) outcome
 }
 
 // yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).

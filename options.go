@@ -70,9 +70,10 @@ type Options struct {
 	// processes that use Fair on the key: each waiter is queued on every node under one
 	// ticket, and a node grants the key only to the head of its queue (see
 	// docs/design.md, "Fair locks across processes"). TryAcquire then fails with
-	// ErrNotAcquired while others are queued, even if the key is free. Not yet
-	// available with Fencing (New refuses the pair). Clients with and without Fair
-	// must not share a key: those without it ignore the queue.
+	// ErrNotAcquired while others are queued, even if the key is free. With Fencing,
+	// each grant also gets a fencing token, with the guarantees of a plain fenced
+	// lock. Clients with and without Fair must not share a key: those without it
+	// ignore the queue.
 	Fair bool
 
 	// FairLease is how long a waiter's queue entry lives without renewal (a waiter

@@ -32,11 +32,11 @@ var (
 	//go:embed scripts/reentrant_fenced_acquire.lua
 	reentrantFencedAcquireLua string
 
-	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false}
-	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false}
-	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false}
+	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false, nil}
+	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false, nil}
+	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false, nil}
 	// Client.start adds the counter's names per node.
-	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true}
+	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true, nil}
 )
 
 // ownerKey is the context key under which WithOwner stores the owner.

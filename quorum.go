@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +15,10 @@ type tally struct {
 	n, yes, no, failed, pending int
 	quorumIn                    time.Duration // how long until a majority had answered (0: never)
 	refused                     int           // of no: refusals by a fencing counter
-	high                        int64         // the largest counter a node reported (fencing steps)
+	high                        int64         // the largest absolute value of a reply that was not a failure
 	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold)
+	counter                     int64         // the largest counter a refusal reported (fencing steps)
+	noHigh                      int64         // the largest absolute value of a no (a fair waiter's place)
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -32,9 +35,11 @@ func (t *tally) add(o outcome, v int64) {
 		t.yesHigh = max(t.yesHigh, v)
 	case outNo:
 		t.no++
+		t.noHigh = max(t.noHigh, v, -v)
 	case outRefused:
 		t.no++
 		t.refused++
+		t.counter = max(t.counter, -v)
 	default:
 		t.failed++
 		return
@@ -128,8 +133,9 @@ func (r *round) lacks(i int) bool {
 // stepRequest is one step for Client.start to send to every node.
 type stepRequest struct {
 	step step
-	// keys are the script's KEYS. A step that uses the fencing counter is given the
-	// lock key only: each node gets the counter's names for its kind (fenceKeys).
+	// keys are the script's KEYS. A step that uses the fencing counter is given them
+	// without the counter (the lock key first): each node gets the counter's names for
+	// its kind (fenceKeys) added at the end.
 	keys []string
 	args []any // the script's ARGV
 	// after, when not nil, is this lock's previous round: on a node where that round's
@@ -188,7 +194,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 				kind = 1
 			}
 			if withCounter[kind] == nil {
-				withCounter[kind] = fenceKeys(keys[0], kind == 1)
+				withCounter[kind] = append(slices.Clip(keys), fenceKeys(keys[0], kind == 1)[1:]...)
 			}
 			nodeKeys = withCounter[kind]
 		}

@@ -183,7 +183,8 @@ func sameClient(a, b any) bool {
 func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 
 // Shutdown closes the Client. From its first call on, new steps fail with ErrClosed,
-// waiting Acquires give up, no attempt or handoff still out grants a lock (one that
+// waiting Acquires give up (with Options.Fair each takes its queue entries off the
+// nodes first, within a node timeout, and Shutdown waits for that), no attempt or handoff still out grants a lock (one that
 // wins a majority after Shutdown began is released and its Acquire fails with
 // ErrClosed), and
 // every KeepAlive ends, its context cancelled with a cause matching ErrClosed: at once,

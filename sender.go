@@ -308,6 +308,12 @@ func judge(st step, cmd *redis.Cmd) (outcome, int64, error) {
 	if s, isText := res.(string); isText && st.fencing {
 		v, err = strconv.ParseInt(s, 10, 64)
 		ok = err == nil
+		if ok && st.text != nil {
+			if out := st.text(v); out != outFailed {
+				return out, v, nil
+			}
+			return outFailed, v, fmt.Errorf("unexpected script reply %q", s)
+		}
 	}
 	if !ok {
 		return outFailed, 0, fmt.Errorf("unexpected script reply %T(%v)", res, res)

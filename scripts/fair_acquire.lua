@@ -23,43 +23,12 @@
 -- counter is only ever raised. A late copy of a finished Acquire's call puts its entry
 -- back for at most one lease, and can set the key with a dead token for at most its
 -- TTL, as acquire.lua's copies can.
-if redis.replicate_commands then
-  redis.replicate_commands() -- Redis < 5: TIME below, then writes
-end
-local BEHIND = 1099511627776 -- 2^40: a waiter's reply is −(BEHIND − entries ahead)
-local key, queue, leases, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id = ARGV[3]
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
-for _, w in ipairs(dead) do
-  redis.call('ZREM', queue, w)
-  redis.call('ZREM', leases, w)
-end
-if id == '' then
-  if redis.call('ZCARD', queue) > 0 then
-    return 0 -- others are queued: a TryAcquire does not jump the queue
-  end
-else
-  local lease = tonumber(ARGV[5])
-  local ends = redis.call('ZSCORE', leases, id)
-  if not ends or tonumber(ends) < now + lease then
-    redis.call('ZADD', leases, now + lease, id)
-  end
-  redis.call('ZADD', queue, 'NX', ARGV[4], id)
-  local c = redis.call('GET', counter)
-  if not c or tonumber(c) < tonumber(ARGV[4]) then
-    redis.call('SET', counter, ARGV[4], 'KEEPTTL')
-  end
-  for _, k in ipairs({queue, leases, counter}) do
-    if redis.call('PTTL', k) < 2 * lease then
-      redis.call('PEXPIRE', k, 2 * lease)
-    end
-  end
-  local ahead = redis.call('ZRANK', queue, id)
-  if ahead > 0 then
-    return -(BEHIND - ahead)
-  end
+
+-- fairQueue and BEHIND come from fair_queue.lua, put in front of this file.
+local key, id = KEYS[1], ARGV[3]
+local early = fairQueue(KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
+if early then
+  return early
 end
 if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
