@@ -15,10 +15,11 @@ import (
 // side is withOwner and nested below, the checks are the lease-mutex model (holds of
 // one owner may overlap) and checkFairness.
 
-// fairFencing says whether fair Clients may use Options.Fencing. Not yet: New refuses
-// Options.Fair with Options.Fencing. Once it does not, set this to true and fair
-// schedules keep the fencing their family drew; nothing else needs to change.
-const fairFencing = false
+// fairFencing says whether fair Clients may use Options.Fencing: they may since the
+// library accepts Options.Fair with Options.Fencing (fair_fenced_acquire.lua), so fair
+// schedules keep the fencing their family drew, and the fencing-order check covers
+// the fair fenced grants.
+const fairFencing = true
 
 // sharedOwners are the owners that Clients of both worker processes can share, so
 // that one owner's holds come from several Clients and processes at once.

@@ -116,10 +116,10 @@ var mutants = []mutant{{
 		New: "if redis.call('SET', key, ARGV[1], 'PX', ARGV[2]) then"}},
 }, {
 	Name:   "fair-any-waiter",
-	What:   "fair_acquire.lua lets any queued waiter take a free key, not only the head",
+	What:   "fair_queue.lua lets any queued waiter take a free key, not only the head",
 	Family: "fair",
 	Check:  "fairness",
-	Edits: []edit{{File: "scripts/fair_acquire.lua",
+	Edits: []edit{{File: "scripts/fair_queue.lua",
 		Old: "  if ahead > 0 then\n    return -(BEHIND - ahead)\n  end\n",
 		New: ""}},
 }}
