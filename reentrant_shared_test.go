@@ -1,0 +1,113 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// The shared Until of an owner's holds in one Client (docs/reentrant.md): an Extend of
+// one hold moves the Until of the others only where a majority of the nodes listed
+// them all.
+
+// TestReentrantSharedUntilNeedsEveryHoldListed is the counterexample to pushing an
+// Extend's validity to every hold. Inner missed node 1 (down during its acquire), so
+// node 1 lists outer only. Outer's Extend, with node 2 down, gets yes from node 1
+// (outer only) and node 3 (both): a majority for outer, but only node 3 for inner.
+// Inner's Until must stay as proven before: once outer is released node 1 drops the
+// key, node 2 comes back with the key until the earlier TTL, and owner y then gets
+// nodes 1 and 2 long before outer's new end. (Before node 2 went down, an Extend of
+// outer that nodes 2 and 3 answered while listing both holds did move inner's Until.)
+func TestReentrantSharedUntilNeedsEveryHoldListed(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{Persistent: true}, redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	const ttl = 2 * time.Second
+	outer, err := c.client.Acquire(x, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer.WaitForCalls()
+	c.servers[0].Kill()
+	inner, err := c.client.Acquire(x, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner.WaitForCalls()
+	c.servers[0].Restart()
+	c.reach(c.client)
+	c.wantHolds("k", "x", [][]*redlock.Lock{{outer}, {outer, inner}, {outer, inner}}...)
+	// With every node up, nodes 2 and 3 list both holds: a majority, so inner's Until
+	// follows outer's Extend (node 1's reply, 1, may or may not be among those counted).
+	first := inner.Until()
+	if err := outer.Extend(ctx, ttl+time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before := inner.Until()
+	if !before.After(first.Add(500 * time.Millisecond)) {
+		t.Fatalf("inner's Until went from %v to %v: it did not follow outer's Extend on nodes that list both", first, before)
+	}
+	outer.WaitForCalls()
+	c.servers[1].Kill()
+	if err := outer.Extend(ctx, time.Minute); err != nil {
+		t.Fatalf("outer's Extend with nodes 1 and 3 listing it: %v", err)
+	}
+	if got := inner.Until(); !got.Equal(before) {
+		t.Fatalf("inner's Until went from %v to %v, though only node 3 of outer's majority lists inner", before, got)
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outer.WaitForCalls()
+	c.servers[1].Restart()
+	c.wantHolds("k", "x", [][]*redlock.Lock{nil, {outer, inner}, {inner}}...)
+	yCtx, cancel := context.WithTimeout(redlock.WithOwner(ctx, "y"), 5*ttl)
+	defer cancel()
+	y, err := c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond}).Acquire(yCtx, "k", ttl)
+	if err != nil {
+		t.Fatalf("owner y, once the acquires' TTL ran out on node 2: %v", err)
+	}
+	if got, until := time.Now(), inner.Until(); got.Before(until) {
+		t.Fatalf("owner y got the key at %v, before inner's Until %v", got, until)
+	}
+	_ = y.Release(ctx)
+	if err := inner.Release(ctx); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Release of inner past its Until: %v, want ErrLockLost", err)
+	}
+}
+
+// TestReentrantSharedUntilNeverLowered: a hold whose own validity is longer than the
+// one another hold's Extend proves keeps it; the other way round it follows.
+func TestReentrantSharedUntilNeverLowered(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	long, err := c.client.Acquire(x, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := c.client.Acquire(x, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	longUntil, shortUntil := long.Until(), short.Until()
+	if err := short.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := long.Until(); !got.Equal(longUntil) {
+		t.Fatalf("long hold's Until went from %v to %v after the short hold's 2 s Extend", longUntil, got)
+	}
+	if err := long.Extend(ctx, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := short.Until(); !got.After(shortUntil.Add(time.Minute)) {
+		t.Fatalf("short hold's Until %v (at first %v) did not follow the long hold's 90 s Extend", got, shortUntil)
+	}
+	if err := long.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
