@@ -111,3 +111,42 @@ func TestReentrantSharedUntilNeverLowered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReentrantSharedUntilBothKeptAlive: two holds of one owner in one Client, each
+// with its own KeepAlive, move each other's Until from two goroutines (run with -race:
+// each Until is written under its own hold's mutex, never two at once). Neither
+// KeepAlive gives up, another owner never gets the key, and both Releases succeed.
+func TestReentrantSharedUntilBothKeptAlive(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
+	ctx := t.Context()
+	x := redlock.WithOwner(ctx, "x")
+	const ttl = time.Second
+	var holds []*redlock.Lock
+	var kept []context.Context
+	for range 2 {
+		h, err := c.client.Acquire(x, "k", ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockCtx, stop := h.KeepAlive(ctx)
+		defer stop()
+		holds, kept = append(holds, h), append(kept, lockCtx)
+	}
+	end := time.Now().Add(2 * ttl)
+	for time.Now().Before(end) { // the point is time passing: renewals on both holds
+		if l, err := c.client.TryAcquire(redlock.WithOwner(ctx, "y"), "k", ttl); err == nil {
+			t.Fatalf("owner y took the key while x keeps two holds alive: %s", l.Token())
+		}
+		for i, lockCtx := range kept {
+			if lockCtx.Err() != nil {
+				t.Fatalf("KeepAlive of hold %d gave up: %v", i+1, context.Cause(lockCtx))
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, h := range holds {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
