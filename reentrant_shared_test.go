@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -149,4 +151,125 @@ func TestReentrantSharedUntilBothKeptAlive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestReentrantSharedUntilRandomFaults is a randomized run with a checker. Each round
+// of five persistent nodes: outer is taken everywhere; inner misses a random set A of
+// up to two nodes (down during its acquire, back with outer only); outer is extended
+// with a random set E of up to two nodes down, then released, and E comes back. The
+// checker: inner's Until moved iff the nodes outside A ∪ E (those that replied 2) are
+// a majority, and owner y, on another Client, gets the key no earlier than inner's
+// Until. Rounds alternate between sets that leave a majority listing both holds and
+// sets that do not. The seed is logged.
+func TestReentrantSharedUntilRandomFaults(t *testing.T) {
+	c := newCluster(t, 5, redistest.Options{Persistent: true}, redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	y := c.newClient(redlock.Options{NodeTimeout: 200 * time.Millisecond})
+	defer func() { c.t = t }()
+	for round := range 6 {
+		missed, down := faultSets(rng, round%2 == 0)
+		ok := t.Run(fmt.Sprintf("round %d: inner missed %v, down in extend %v", round+1, missed, down), func(t *testing.T) {
+			c.t = t
+			sharedUntilRound(t, c, y, fmt.Sprintf("k%d", round), missed, down)
+		})
+		if !ok {
+			break // the nodes may be left down: the next round would not mean much
+		}
+	}
+}
+
+// faultSets returns two random sets of up to two of five nodes: the nodes a hold
+// misses and the nodes down during an Extend. With shared, fewer than three nodes are
+// in either; without, three or more.
+func faultSets(rng *rand.Rand, shared bool) (missed, down []int) {
+	for {
+		missed, down = rng.Perm(5)[:rng.IntN(3)], rng.Perm(5)[:rng.IntN(3)]
+		in := map[int]bool{}
+		for _, i := range append(append([]int{}, missed...), down...) {
+			in[i] = true
+		}
+		if (len(in) < 3) == shared {
+			return missed, down
+		}
+	}
+}
+
+// sharedUntilRound is one round of TestReentrantSharedUntilRandomFaults on key.
+func sharedUntilRound(t *testing.T, c *cluster, y *redlock.Client, key string, missed, down []int) {
+	const ttl, longer = time.Second, 2 * time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), 30*longer) // a failed round must not block
+	defer cancel()
+	x := redlock.WithOwner(ctx, "x")
+	outer, err := c.client.Acquire(x, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer.WaitForCalls()
+	inner := acquireMissing(t, c, x, key, ttl, missed)
+	twos := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true}
+	for _, i := range append(append([]int{}, missed...), down...) {
+		delete(twos, i)
+	}
+	before := inner.Until()
+	downNow := true
+	defer func() {
+		for _, i := range down {
+			if downNow {
+				c.servers[i].Restart()
+			}
+		}
+	}()
+	for _, i := range down {
+		c.servers[i].Kill()
+	}
+	if err := outer.Extend(ctx, longer); err != nil {
+		t.Fatalf("outer's Extend with %d nodes down: %v", len(down), err)
+	}
+	if moved, want := inner.Until().After(before), len(twos) >= 3; moved != want {
+		t.Fatalf("inner's Until moved: %v, want %v (%d nodes list both holds and were up)", moved, want, len(twos))
+	}
+	if err := outer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outer.WaitForCalls()
+	for _, i := range down {
+		c.servers[i].Restart()
+	}
+	downNow = false
+	c.reach(c.client)
+	yCtx, cancel := context.WithTimeout(redlock.WithOwner(ctx, "y"), 10*longer)
+	defer cancel()
+	l, err := y.Acquire(yCtx, key, ttl)
+	if err != nil {
+		t.Fatalf("owner y: %v", err)
+	}
+	if got, until := time.Now(), inner.Until(); got.Before(until) {
+		t.Fatalf("owner y got %q at %v, before inner's Until %v", key, got, until)
+	}
+	_ = l.Release(ctx)
+	_ = inner.Release(ctx) // past its Until: ErrLockLost
+	inner.WaitForCalls()
+}
+
+// acquireMissing takes a hold of x's owner on key with the nodes missed down, then
+// brings them back (persistent: with what they had) and waits until the Client
+// reaches every node again.
+func acquireMissing(t *testing.T, c *cluster, x context.Context, key string, ttl time.Duration, missed []int) *redlock.Lock {
+	for _, i := range missed {
+		c.servers[i].Kill()
+	}
+	defer func() {
+		for _, i := range missed {
+			c.servers[i].Restart()
+		}
+		c.reach(c.client)
+	}()
+	inner, err := c.client.Acquire(x, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner.WaitForCalls()
+	return inner
 }
