@@ -317,6 +317,11 @@ var lateSteps = []lateStep{
 		if err := l.Extend(ctx, 20*time.Second); err != nil {
 			return err
 		}
+		// Nodes 1 and 2 listed R2 too (reply 2): R2 shares the 20 s, which the end of
+		// the test holds the nodes to after the late copies.
+		if r2 := w.held["R2"].Until(); time.Until(r2) < 15*time.Second {
+			return fmt.Errorf("R2 valid until %v: it did not follow R1's Extend", r2)
+		}
 		l.WaitForCalls()
 		if got := w.c.values("kr"); !strings.Contains(got[2], l.Token()) {
 			return fmt.Errorf("node 3 not healed: %q", got)

@@ -53,7 +53,9 @@ func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 // no other client can hold it (under the assumptions in the package documentation).
 // Once Release has been called, Until is no later than that call; once Extend has
 // proven the lock lost (its token gone from too many nodes), no later than that Extend;
-// once KeepAlive found the machine suspended, no later than that moment.
+// once KeepAlive found the machine suspended, no later than that moment. For an
+// owner's hold (WithOwner) it also moves with the Extend of another hold of the same
+// owner on the key in this Client, when that Extend proved this hold listed too.
 func (l *Lock) Until() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -91,7 +93,9 @@ func (l *Lock) validUntil() time.Time {
 // back to the start of this Extend). When the new validity could not be proven (too
 // many nodes failed or were slow, or the majority came after ttl − drift) it fails with
 // ErrUnavailable and leaves Until as it was: the lock is still held until then, since
-// no node's TTL got shorter. A failed Extend never releases the lock.
+// no node's TTL got shorter. A failed Extend never releases the lock. For an owner's
+// hold, the Until of the owner's other holds on the key in this Client moves to the new
+// end too, but only if a majority of the nodes listed each of them as well.
 //
 // After a successful Extend has proved that a majority still holds the lock, the nodes
 // that did not say yes (restarted empty, failed, or still held by a stale key that has
@@ -121,7 +125,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if err := ctx.Err(); err != nil {
 		return c.quorumError("extend", l.key, newTally(len(c.nodes)), nil, ErrUnavailable, err)
 	}
-	r := c.start(ctx, l.extendStep(ttl))
+	req, others := l.extendStep(ttl, start)
+	r := c.start(ctx, req)
 	l.lastRound, ob.r = r, r
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	now := c.opts.Clock.Now()
@@ -135,9 +140,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 		l.until, l.ttl = later(l.until, until), ttl
 		released := l.released
 		l.mu.Unlock()
-		if !released { // a Release waiting for this step deletes the keys next
-			l.heal(ctx, r, ttl)
-		}
+		l.proven(ctx, r, t, ttl, until, others, released)
 		return nil
 	}
 	if l.lost { // proven lost while this step ran (KeepAlive found a suspension)
@@ -158,6 +161,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	qe := c.quorumError("extend", l.key, t, errs, kind, ctxErr)
 	qe.Late = t.won()
 	return qe
+}
+
+// proven follows an Extend whose round r (tally t) proved the lock held until until:
+// unless the lock was released meanwhile (a Release waiting for this step deletes the
+// keys next) the nodes that lack the hold are healed, and the owner's other holds that
+// r asked about may share that validity (shared). The caller holds l.op only.
+func (l *Lock) proven(ctx context.Context, r *round, t tally, ttl time.Duration, until time.Time, others []*Lock, released bool) {
+	if !released {
+		l.heal(ctx, r, ttl)
+	}
+	l.shared(r, t, others, until)
 }
 
 // heal sends the acquire script, with the lock's token (and fencing token), to the nodes

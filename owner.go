@@ -33,7 +33,7 @@ var (
 	reentrantFencedAcquireLua string
 
 	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false, nil}
-	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), yesOrNo, false, nil}
+	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), sharedOrNo, false, nil}
 	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false, nil}
 	// Client.start adds the counter's names per node.
 	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true, nil}
@@ -47,8 +47,10 @@ type ownerKey struct{}
 // majority of nodes, as every grant) and returns a Lock that shares the lease, whether
 // the earlier hold was taken by the same Client, another Client or another process.
 // The key is freed when every hold has been released, or when the lease expires.
-// Extend, KeepAlive and Do apply to the shared lease; each Lock's Until is the lease's
-// validity as that hold has proven it (by its Acquire or its own last Extend).
+// Extend, KeepAlive and Do apply to the shared lease. Each Lock's Until is the lease's
+// validity as this Client has proven it for that hold: by its Acquire, its own last
+// Extend, or an Extend of another hold of the owner in this Client that a majority of
+// the nodes answered while listing both holds (docs/reentrant.md says why no less).
 //
 // Holders that use the same owner are one logical holder: the nodes cannot tell them
 // apart, and each can take the lock while another holds it. Use an owner that names
@@ -140,14 +142,14 @@ func (req roundRequest) leaseFence(r *round, t tally) (fence int64, ok, waited b
 	if t.yesLow == t.yesHigh {
 		return t.yesLow, t.yesLow >= 1, false
 	}
-	fence, ok = r.agreedFence(t.quorum())
+	fence, ok = r.agreedYes(t.quorum())
 	return fence, ok, true
 }
 
-// agreedFence returns the value of a yes that at least quorum nodes of the round
+// agreedYes returns the value of a yes that at least quorum nodes of the round
 // replied alike. It looks at the calls that returned within the node timeout (a reply
 // gather counted returns at once), so it may count fewer than gather did, never more.
-func (r *round) agreedFence(quorum int) (int64, bool) {
+func (r *round) agreedYes(quorum int) (int64, bool) {
 	timer := time.NewTimer(max(time.Until(r.expires), 0))
 	defer timer.Stop()
 	expired := false
@@ -177,12 +179,78 @@ func (r *round) agreedFence(quorum int) (int64, bool) {
 }
 
 // extendStep returns the step that raises the TTL of the lock's key where its hold is,
-// each call after the lock's previous one to that node.
-func (l *Lock) extendStep(ttl time.Duration) stepRequest {
+// each call after the lock's previous one to that node. For an owner's hold it also
+// returns the owner's other holds on the key in this Client that are valid at now:
+// the step asks each node whether it lists them too (see shared).
+func (l *Lock) extendStep(ttl time.Duration, now time.Time) (stepRequest, []*Lock) {
 	if l.owner == "" {
-		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound}
+		return stepRequest{step: stepExtend, keys: []string{l.key}, args: []any{l.token, ttl.Milliseconds()}, after: l.lastRound}, nil
 	}
-	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: []any{l.owner, l.token, ttl.Milliseconds()}, after: l.lastRound}
+	others := l.c.queues.otherHolds(l, now)
+	args := make([]any, 0, 3+len(others))
+	args = append(args, l.owner, l.token, ttl.Milliseconds())
+	for _, h := range others {
+		args = append(args, h.token)
+	}
+	return stepRequest{step: stepReentrantExtend, keys: []string{l.key}, args: args, after: l.lastRound}, others
+}
+
+// sharedOrNo judges reentrant_extend.lua: 2 (extended, and every other hold given is
+// listed too) and 1 (extended) are yes, 0 no.
+func sharedOrNo(v int64) outcome {
+	if v == 2 {
+		return outYes
+	}
+	return yesOrNo(v)
+}
+
+// otherHolds returns the holds of l's owner on l's key, other than l, that this
+// Client holds: not released, not proven lost, and valid at now.
+func (q *queues) otherHolds(l *Lock, now time.Time) []*Lock {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var hs []*Lock
+	for _, h := range q.held[l.key] {
+		if h != l && h.owner == l.owner && h.alive(now) {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// alive reports whether the lock is neither released nor proven lost, and valid at now.
+func (l *Lock) alive(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.released && !l.lost && now.Before(l.until)
+}
+
+// shared raises to until the Until of the holds in others, which extend round r (won
+// with tally t, validity until) asked about, when a majority of the nodes replied 2:
+// each of them listed this hold and every one of others, with the new TTL. Those
+// nodes keep the key until then unless every hold they list is released, and each
+// of others is listed there, so each keeps the key for as long as it is not
+// released. Fewer than a majority is not enough: a node that lists only l's hold
+// would drop the key when l is released (docs/reentrant.md). A hold released, proven
+// lost or past its Until meanwhile is left alone; no Until is ever lowered. Nothing
+// else is locked while each hold's mu is held (the lock order above Client).
+func (l *Lock) shared(r *round, t tally, others []*Lock, until time.Time) {
+	if len(others) == 0 || t.yesHigh != 2 {
+		return
+	}
+	if t.yesLow != 2 { // the yes replies counted differ: look at each node's
+		if v, ok := r.agreedYes(t.quorum()); !ok || v != 2 {
+			return
+		}
+	}
+	now := l.c.opts.Clock.Now()
+	for _, h := range others {
+		h.mu.Lock()
+		if !h.released && !h.lost && now.Before(h.until) {
+			h.until = later(h.until, until)
+		}
+		h.mu.Unlock()
+	}
 }
 
 // releaseStep returns the step that deletes token's key (a lock without owner; more

@@ -616,12 +616,12 @@ func TestReentrantFencingSplit(t *testing.T) {
 	}
 }
 
-// TestReentrantKeepAlive: KeepAlive on one hold renews the owner's lease for every
-// hold: three TTLs later the other hold, never renewed itself, is still listed on the
-// nodes and another owner still cannot take the key. That hold's own Until has passed
-// (it is what the hold itself proved, see docs/reentrant.md), so its Extend reports
-// the loss, as for every lock past its Until, and its Release removes it and leaves
-// the lease to the hold kept alive.
+// TestReentrantKeepAlive: two holds of owner x in one Client, KeepAlive on the later
+// one only. Three TTLs later the other hold, never renewed itself, is still listed on
+// the nodes, another owner still cannot take the key, and its Until has moved on with
+// every renewal (each renewal's nodes listed both holds), never past the kept hold's.
+// Its Extend then works, long after its own Acquire's validity ran out. Once the kept
+// hold is released, owner y gets the key only after the other hold's Until.
 func TestReentrantKeepAlive(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, redlock.Options{})
 	ctx := t.Context()
@@ -635,6 +635,7 @@ func TestReentrantKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	first := idle.Until()
 	lockCtx, stop := kept.KeepAlive(ctx)
 	defer stop()
 	end := time.Now().Add(3 * ttl)
@@ -645,30 +646,38 @@ func TestReentrantKeepAlive(t *testing.T) {
 		if lockCtx.Err() != nil {
 			t.Fatalf("KeepAlive gave up: %v", context.Cause(lockCtx))
 		}
+		// kept's Until only grows, so reading it second bounds idle's from above.
+		if iu, ku := idle.Until(), kept.Until(); iu.After(ku) {
+			t.Fatalf("idle hold valid until %v, past the kept hold's %v", iu, ku)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	stop()
 	kept.WaitForCalls()
 	c.wantHolds("k", "x", each(3, idle, kept)...)
-	if !time.Now().After(idle.Until()) {
-		t.Fatalf("idle hold valid until %v: its Until moved without its own Extend", idle.Until())
+	if now := time.Now(); !idle.Until().After(now) || !idle.Until().After(first.Add(2*ttl)) {
+		t.Fatalf("idle hold valid until %v (at first %v, now %v): its Until did not follow the renewals", idle.Until(), first, now)
 	}
-	if err := idle.Extend(ctx, ttl); !errors.Is(err, redlock.ErrLockLost) {
-		t.Fatalf("Extend of a hold past its Until: %v, want ErrLockLost", err)
+	if err := idle.Extend(ctx, ttl); err != nil {
+		t.Fatalf("Extend of the idle hold within its shared Until: %v", err)
 	}
-	if err := idle.Release(ctx); !errors.Is(err, redlock.ErrLockLost) {
-		t.Fatalf("Release of a hold past its Until: %v, want ErrLockLost", err)
+	if err := kept.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
-	idle.WaitForCalls()
-	c.wantHolds("k", "x", each(3, kept)...)
-	again, err := c.client.TryAcquire(x, "k", ttl) // the owner still holds the key
+	kept.WaitForCalls()
+	c.wantHolds("k", "x", each(3, idle)...)
+	yCtx, cancel := context.WithTimeout(redlock.WithOwner(ctx, "y"), 10*ttl)
+	defer cancel()
+	y, err := c.newClient(redlock.Options{}).Acquire(yCtx, "k", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop()
-	for _, l := range []*redlock.Lock{again, kept} {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if got := time.Now(); got.Before(idle.Until()) {
+		t.Fatalf("owner y got the key at %v, before x's idle hold's Until %v", got, idle.Until())
+	}
+	_ = y.Release(ctx)
+	if err := idle.Release(ctx); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Release of a hold past its Until: %v, want ErrLockLost", err)
 	}
 }
 
