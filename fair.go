@@ -228,7 +228,8 @@ func (w *fairWaiter) run() (*Lock, error) {
 // turn is the waiter's attempt, when one is due. A waiter that has been cut off from
 // a majority for a renewal period takes its entries out (away); while away, its turn
 // takes them out again instead of attempting, which shows whether a majority
-// answers, and once one does it attempts at once, queueing again with its ticket.
+// answers, and once one does it attempts at once, queueing again with its ticket
+// under a new id.
 func (w *fairWaiter) turn() (*Lock, error) {
 	if w.away {
 		t, errs := w.leave()
@@ -236,7 +237,13 @@ func (w *fairWaiter) turn() (*Lock, error) {
 			w.renewAt = w.c.opts.Clock.Now().Add(w.period())
 			return nil, w.failed(w.c.quorumError("acquire", w.key, t, errs, ErrUnavailable, nil))
 		}
-		w.away, w.cutSince = false, time.Time{}
+		// Back under a fresh id (the ticket stays): a late copy of a removal sent
+		// while away names the old one and cannot take the new entries out.
+		id, err := newToken()
+		if err != nil {
+			return nil, err
+		}
+		w.entry.id, w.away, w.cutSince = id, false, time.Time{}
 	}
 	lock, err := w.attemptFair()
 	if lock == nil && err == nil && w.away {
