@@ -241,6 +241,23 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	}
 }
 
+// othersQueued reports, for a fair Acquire (Options.Fair) about to make its first
+// attempt on key, that other waiters are most likely queued on the nodes, so that a
+// TryAcquire-mode attempt could only fail: this Client has waiters for key, or it
+// released key while other Clients listened, and the record of that (see yielding)
+// has not been over for within yet. It consumes the record: a fair Acquire does not
+// yield, the queue orders the waiters.
+func (q *queues) othersQueued(key string, now time.Time, within time.Duration) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[key]; kq != nil && len(kq.queue) > 0 {
+		return true
+	}
+	until, ok := q.yields[key]
+	delete(q.yields, key)
+	return ok && now.Before(until.Add(within))
+}
+
 // yielding returns how long an Acquire for key should wait before its first attempt:
 // this Client released the key a moment ago while other Clients waited for it, and
 // they were woken at that moment. Without stepping back, the releaser's immediate
