@@ -176,7 +176,7 @@ type fairWaiter struct {
 // for that (at most a node timeout).
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
-	if !c.queues.othersQueued(w.key, c.opts.Clock.Now(), c.opts.FairLease/3) {
+	if !c.queues.othersQueued(w.key, c.opts.Clock.Now()) {
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
