@@ -168,15 +168,18 @@ type fairWaiter struct {
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
-// is queued; then a ticket, and attempts that queue the waiter on every node and renew
+// is queued, skipped when this Client knows that others are (othersQueued); then a
+// ticket, and attempts that queue the waiter on every node and renew
 // its entry, at once after every announced release and otherwise every
 // min(FairLease/3, RetryDelay), until it is the head on a majority and gets the key.
 // Its entries are removed when it gives up, also when the Client closes: Close waits
 // for that (at most a node timeout).
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
-	if lock, err := w.try(); lock != nil || err != nil {
-		return lock, err
+	if !c.queues.othersQueued(w.key, c.opts.Clock.Now()) {
+		if lock, err := w.try(); lock != nil || err != nil {
+			return lock, err
+		}
 	}
 	if !c.enter() { // for the whole wait: Close waits until the waiter has left
 		return nil, w.stopped()

@@ -215,7 +215,9 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 		delete(q.held, l.key)
 	}
 	kq := q.keys[l.key]
-	if kq != nil {
+	// A fair waiter counts wake-ups as releases: the nodes' announcements of this
+	// one must not count again (ownRelease). Without Fair they wake the head again.
+	if kq != nil && (!q.c.opts.Fair || !kq.subscribed || kq.ownRelease(l.token, len(q.c.nodes))) {
 		kq.courtesy = courtesy
 		kq.wakeUp(courtesy > 0)
 	}
@@ -239,6 +241,23 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	if len(q.yields) < maxYields {
 		q.yields[l.key] = now.Add(yield)
 	}
+}
+
+// othersQueued reports, for a fair Acquire (Options.Fair) about to make its first
+// attempt on key, that other waiters are most likely queued on the nodes, so that a
+// TryAcquire-mode attempt could only fail: this Client has waiters for key, or it
+// released key a moment ago while other Clients listened (within the record's yield,
+// see yielding). It consumes the record: a fair Acquire does not yield, the queue
+// orders the waiters.
+func (q *queues) othersQueued(key string, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[key]; kq != nil && len(kq.queue) > 0 {
+		return true
+	}
+	until, ok := q.yields[key]
+	delete(q.yields, key)
+	return ok && now.Before(until)
 }
 
 // yielding returns how long an Acquire for key should wait before its first attempt:

@@ -135,6 +135,27 @@ func (kq *keyQueue) wakeUp(remote bool) {
 type noticed struct {
 	nodes int    // nodes that announced it
 	seq   uint64 // when it was first heard (keyQueue.noticeSeq): the lowest is the oldest
+	// own: this Client released the token and woke the key's waiters then (ownRelease),
+	// so its announcements wake nobody again: a fair waiter counts every wake-up as one
+	// entry gone from the front, and would count this release twice.
+	own bool
+}
+
+// ownRelease records that this Client released token, of n nodes' announcements, and
+// reports whether its waiters are to be woken now: not when the announcements of a
+// majority came first and woke them already. The announcements still to come are
+// counted but wake nobody. (If all n came first, their count is gone and the waiters
+// are woken twice: a fair waiter then makes one attempt too early.)
+func (kq *keyQueue) ownRelease(token string, n int) bool {
+	c, ok := kq.notices[token]
+	if !ok {
+		kq.heard(token, n)
+		c = kq.notices[token]
+		c.nodes = 0
+	}
+	c.own = true
+	kq.notices[token] = c
+	return c.nodes < n/2+1
 }
 
 // heard counts one node's announcement of token, of n nodes in all, and reports whether
@@ -161,7 +182,7 @@ func (kq *keyQueue) heard(token string, n int) bool {
 	} else {
 		kq.notices[token] = c
 	}
-	return c.nodes == n/2+1
+	return c.nodes == n/2+1 && !c.own
 }
 
 // forgetNotice drops one token from notices: one that reached quorum nodes, else the

@@ -237,3 +237,36 @@ func TestNoticesKeepTheTokenBeingCounted(t *testing.T) {
 		t.Errorf("one node: no wake-up, or the count kept: %v", one.notices)
 	}
 }
+
+// TestOwnReleaseWakesOnce: a release this Client made and woke its waiters for is not
+// a wake-up again when a majority of nodes announces it; if the majority's
+// announcements came first, the Client does not wake its waiters a second time.
+func TestOwnReleaseWakesOnce(t *testing.T) {
+	const n = 5
+	kq := &keyQueue{}
+	if !kq.ownRelease("T", n) {
+		t.Fatal("an own release heard from no node yet: not to be woken")
+	}
+	for i := range n {
+		if kq.heard("T", n) {
+			t.Fatalf("announcement %d of an own release woke the waiters again", i+1)
+		}
+	}
+	if _, ok := kq.notices["T"]; ok {
+		t.Error("an own release announced by every node is still counted")
+	}
+	for range n / 2 {
+		kq.heard("U", n)
+	}
+	if !kq.heard("U", n) {
+		t.Fatal("a majority's announcements did not wake the waiters")
+	}
+	if kq.ownRelease("U", n) {
+		t.Error("an own release the majority announced first was to be woken again")
+	}
+	kq.heard("U", n)
+	kq.heard("U", n)
+	if _, ok := kq.notices["U"]; ok {
+		t.Error("an own release announced by every node is still counted")
+	}
+}

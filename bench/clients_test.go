@@ -28,10 +28,12 @@ func BenchmarkClients(b *testing.B) {
 		b.Run(fmt.Sprintf("hot/lib=%s/K=%d/N=%d", l.name, clientsK, n), func(b *testing.B) {
 			ns := startNodes(b, n)
 			run := prepareClients(b, l, ns, clientsK)
+			cost := measureCost(ns)
 			b.ResetTimer()
 			st, f := run.hot(b.N, *hotMax)
 			b.StopTimer()
 			reportClientsHot(b, l, st, f)
+			reportCost(b, cost, measureCost(ns), f.grants)
 			if st.Violations > 0 || st.ReleaseErrs > 0 {
 				b.Errorf("%d mutual-exclusion violations, %d failed releases (first error: %v)", st.Violations, st.ReleaseErrs, st.FirstErr)
 			}

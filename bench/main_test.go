@@ -47,6 +47,9 @@ var units = []string{
 	"Unit violations better=lower assume=exact",
 	"Unit client-cpu-us/cycle better=lower",
 	"Unit server-cpu-us/cycle better=lower",
+	"Unit client-cpu-us/grant better=lower",
+	"Unit server-cpu-us/grant better=lower",
+	"Unit scripts/grant better=lower",
 }
 
 func TestMain(m *testing.M) {
