@@ -2,7 +2,8 @@
 // workers that take a lock, run a critical section on a shared resource and release it,
 // a log of every critical section on one monotonic clock, and a checker that finds the
 // overlaps, lost updates and stale writes in that log. The fault scenarios that use it
-// are in scenario.go and scenario_faults.go (reentrant.go and fair.go add their rows); `redlock safety` and the tests run them.
+// are in scenario.go and scenario_faults.go (reentrant.go and fair.go add their rows);
+// `redlock safety` and the tests run them.
 package safety
 
 import (
