@@ -33,37 +33,68 @@ func (c *Client) observing() bool { return c.opts.Observer != nil }
 type roundObs struct {
 	handoff bool       // the round is a handoff (handoff.lua)
 	refused int        // fencing refusals in the rounds of the attempt that ended with this one
+	base    time.Time  // when the round started, on Options.Clock: seen[i].at counts from it
 	seen    []nodeSeen // seen[i]: node i's reply as gather received it (gather's goroutine only)
+	// out is room for the Nodes of the first event that reports this round, made with
+	// the round; lent says it was taken. A handoff round is reported twice, by the
+	// Release and by the Acquire it hands the lock to, from two goroutines: the second
+	// gets a slice of its own. seen is never written after gather, so both read it.
+	out  []NodeReply
+	lent atomic.Bool
 }
 
 // nodeSeen is one node's reply as gather received it.
 type nodeSeen struct {
-	seen bool
-	at   time.Time // on Options.Clock
-	out  outcome
-	err  error
+	out outcome       // zero: no reply seen
+	at  time.Duration // when, since roundObs.base
+	err error
 }
 
-// roundObsSmall is a roundObs with room for the replies of up to 5 nodes in the same
-// allocation: one allocation per observed round instead of two.
-type roundObsSmall struct {
-	roundObs
-	buf [5]nodeSeen
+// observedRound3 and observedRound5 are a round and its record in one allocation, for
+// up to 3 and up to 5 nodes: an observed round then costs one allocation, as an
+// unobserved one does, and little room is left unused for the usual N.
+type observedRound3 struct {
+	round
+	obs  roundObs
+	seen [3]nodeSeen
+	out  [3]NodeReply
 }
 
-// newRoundObs returns the record of a round of st sent to n nodes.
-func newRoundObs(st step, n int) *roundObs {
-	if n <= len(roundObsSmall{}.buf) {
-		r := &roundObsSmall{roundObs: roundObs{handoff: st.script == stepHandoff.script}}
-		r.seen = r.buf[:n]
-		return &r.roundObs
+type observedRound5 struct {
+	round
+	obs  roundObs
+	seen [5]nodeSeen
+	out  [5]NodeReply
+}
+
+// newRound returns an empty round for st to n nodes, with the Observer's record when
+// the Client has an Observer.
+func (c *Client) newRound(st step, n int) *round {
+	if !c.observing() {
+		return &round{}
 	}
-	return &roundObs{handoff: st.script == stepHandoff.script, seen: make([]nodeSeen, n)}
+	var r *round
+	var seen []nodeSeen
+	var out []NodeReply
+	switch {
+	case n <= 3:
+		o := &observedRound3{}
+		r, seen, out = &o.round, o.seen[:n], o.out[:n]
+		r.obs = &o.obs
+	case n <= 5:
+		o := &observedRound5{}
+		r, seen, out = &o.round, o.seen[:n], o.out[:n]
+		r.obs = &o.obs
+	default:
+		r, seen = &round{obs: &roundObs{}}, make([]nodeSeen, n)
+	}
+	r.obs.handoff, r.obs.base, r.obs.seen, r.obs.out = st.script == stepHandoff.script, c.opts.Clock.Now(), seen, out
+	return r
 }
 
-// saw records node i's reply. r.obs is not nil.
+// saw records node i's reply, received at at (on Options.Clock). r.obs is not nil.
 func (r *round) saw(i int, at time.Time, out outcome, err error) {
-	r.obs.seen[i] = nodeSeen{seen: true, at: at, out: out, err: err}
+	r.obs.seen[i] = nodeSeen{out: out, at: at.Sub(r.obs.base), err: err}
 }
 
 // timedOut records the nodes that had not answered when the node timeout fired.
@@ -90,18 +121,26 @@ func (e *QuorumError) fenceRefusals() int {
 	return 0
 }
 
-// nodeReplies returns the replies of round r as the Observer sees them.
+// nodeReplies returns the replies of round r as the Observer sees them, for an event
+// whose step began at start: a slice of r's own room the first time, else a new one.
 func (c *Client) nodeReplies(r *round, start time.Time) []NodeReply {
 	if r == nil || r.obs == nil {
 		return nil
 	}
-	out := make([]NodeReply, len(r.obs.seen))
-	for i, s := range r.obs.seen {
+	o := r.obs
+	var out []NodeReply
+	if o.out != nil && o.lent.CompareAndSwap(false, true) {
+		out = o.out
+	} else {
+		out = make([]NodeReply, len(o.seen))
+	}
+	shift := o.base.Sub(start)
+	for i, s := range o.seen {
 		out[i].Node = c.nodes[i].name
-		if !s.seen {
+		if s.out == 0 {
 			continue
 		}
-		out[i].At = s.at.Sub(start)
+		out[i].At = s.at + shift
 		switch s.out {
 		case outYes:
 			out[i].Result = ResultYes

@@ -116,13 +116,24 @@ func TestErrorClass(t *testing.T) {
 	}
 }
 
+// fixedClock is a Clock that always reads t.
+type fixedClock struct{ t time.Time }
+
+func (f fixedClock) Now() time.Time                     { return f.t }
+func (fixedClock) After(time.Duration) <-chan time.Time { return nil }
+
+// nopObserver is an Observer that does nothing, for a Client made in a unit test.
+type nopObserver struct{}
+
+func (nopObserver) Observe(context.Context, Event) {}
+
 // TestNodeRepliesFromRound: what gather saw becomes one NodeReply per node, in node
 // order, with a refused fencing token as ResultNo of class fence-refused and the
 // nodes silent at the node timeout as failed with class timeout.
 func TestNodeRepliesFromRound(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}}
-	r := &round{calls: make([]roundCall, 4), obs: newRoundObs(stepFencedAcquire, 4)}
+	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}, opts: Options{Clock: fixedClock{start}, Observer: nopObserver{}}}
+	r := c.newRound(stepFencedAcquire, 4)
 	r.saw(0, start.Add(time.Millisecond), outYes, nil)
 	r.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
 	r.timedOut([]bool{true, true, false, false}, start.Add(3*time.Millisecond))
@@ -135,6 +146,29 @@ func TestNodeRepliesFromRound(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("replies:\n got %v\nwant %v", got, want)
+	}
+	// A handoff round is reported by two events, from two goroutines: each gets its
+	// own slice with the same replies (run with -race), and only one of them is
+	// allocated (the other is the round's own room).
+	again := make(chan []NodeReply)
+	go func() { again <- c.nodeReplies(r, start) }()
+	third := c.nodeReplies(r, start)
+	second := <-again
+	if &second[0] == &got[0] || &third[0] == &got[0] || &second[0] == &third[0] {
+		t.Fatal("two events share one Nodes slice")
+	}
+	if fmt.Sprint(second) != fmt.Sprint(want) || fmt.Sprint(third) != fmt.Sprint(want) {
+		t.Fatalf("replies reported again:\n got %v and %v\nwant %v", second, third, want)
+	}
+	if n := testing.AllocsPerRun(10, func() { c.nodeReplies(c.newRound(stepAcquire, 4), start) }); n != 1 {
+		t.Errorf("a round reported once: %v allocations, want 1 (the round with its record)", n)
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		r := c.newRound(stepAcquire, 4)
+		c.nodeReplies(r, start)
+		c.nodeReplies(r, start)
+	}); n != 2 {
+		t.Errorf("a round reported twice: %v allocations, want 2", n)
 	}
 	if c.nodeReplies(&round{}, start) != nil {
 		t.Fatal("a round without a record gives replies")
@@ -194,7 +228,7 @@ func TestNodeHealthLines(t *testing.T) {
 
 // TestObservedStepAllocations: what an Observer costs a successful step besides the
 // Nodes it keeps: classifying a nil error allocates nothing, and a round's record is
-// one allocation for up to 5 nodes (two beyond).
+// one allocation for up to 5 nodes, made with the round (three beyond).
 func TestObservedStepAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		if outcomeOf(nil) != OutcomeOK || asQuorumError(nil) != nil {
@@ -207,16 +241,22 @@ func TestObservedStepAllocations(t *testing.T) {
 	if got := asQuorumError(fmt.Errorf("wrapped: %w", qe)); got != qe {
 		t.Errorf("asQuorumError of a wrapped QuorumError: %v", got)
 	}
-	for _, c := range []struct{ nodes, allocs int }{{1, 1}, {3, 1}, {5, 1}, {6, 2}} {
-		var r *roundObs
-		if n := testing.AllocsPerRun(100, func() { r = newRoundObs(stepAcquire, c.nodes) }); int(n) != c.allocs {
-			t.Errorf("%d nodes: %v allocations, want %d", c.nodes, n, c.allocs)
+	obs := Options{Clock: systemClock{}, Observer: nopObserver{}}
+	for _, tc := range []struct{ nodes, allocs int }{{1, 1}, {3, 1}, {5, 1}, {6, 3}} {
+		c := &Client{opts: obs}
+		var r *round
+		if n := testing.AllocsPerRun(100, func() { r = c.newRound(stepAcquire, tc.nodes) }); int(n) != tc.allocs {
+			t.Errorf("%d nodes: %v allocations, want %d", tc.nodes, n, tc.allocs)
 		}
-		if len(r.seen) != c.nodes || r.handoff {
-			t.Errorf("%d nodes: %d replies kept, handoff %v", c.nodes, len(r.seen), r.handoff)
+		if len(r.obs.seen) != tc.nodes || r.obs.handoff {
+			t.Errorf("%d nodes: %d replies kept, handoff %v", tc.nodes, len(r.obs.seen), r.obs.handoff)
 		}
 	}
-	if !newRoundObs(stepHandoff, 3).handoff {
+	c := &Client{opts: obs}
+	if !c.newRound(stepHandoff, 3).obs.handoff {
 		t.Error("a handoff round not marked")
+	}
+	if (&Client{}).newRound(stepAcquire, 3).obs != nil {
+		t.Error("a round of a Client without an Observer keeps a record")
 	}
 }

@@ -160,19 +160,14 @@ type stepRequest struct {
 func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	st, keys, after := req.step, req.keys, req.after
 	n := len(c.nodes)
-	r := &round{
-		replies: make(chan reply, n),
-		calls:   make([]roundCall, n),
-		expires: time.Now().Add(c.opts.NodeTimeout),
-	}
+	r := c.newRound(st, n)
+	r.replies, r.calls = make(chan reply, n), make([]roundCall, n)
+	r.expires = time.Now().Add(c.opts.NodeTimeout)
 	if _, ok := c.opts.Clock.(systemClock); !ok {
 		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)
 	}
 	if after != nil {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
-	}
-	if c.observing() {
-		r.obs = newRoundObs(st, n)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
 	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
