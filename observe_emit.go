@@ -67,6 +67,16 @@ type observedRound5 struct {
 	out  [5]NodeReply
 }
 
+// since returns how long ago t was, on Options.Clock. With the system clock it reads
+// only the monotonic clock (time.Since), half the cost of time.Now, which reads the
+// wall clock too: an Observer's record takes one such reading per reply.
+func (c *Client) since(t time.Time) time.Duration {
+	if _, ok := c.opts.Clock.(systemClock); ok {
+		return time.Since(t)
+	}
+	return c.opts.Clock.Now().Sub(t)
+}
+
 // newRound returns an empty round for st to n nodes, with the Observer's record when
 // the Client has an Observer.
 func (c *Client) newRound(st step, n int) *round {
@@ -92,13 +102,14 @@ func (c *Client) newRound(st step, n int) *round {
 	return r
 }
 
-// saw records node i's reply, received at at (on Options.Clock). r.obs is not nil.
-func (r *round) saw(i int, at time.Time, out outcome, err error) {
-	r.obs.seen[i] = nodeSeen{out: out, at: at.Sub(r.obs.base), err: err}
+// saw records node i's reply, received at since the round's start. r.obs is not nil.
+func (r *round) saw(i int, at time.Duration, out outcome, err error) {
+	r.obs.seen[i] = nodeSeen{out: out, at: at, err: err}
 }
 
-// timedOut records the nodes that had not answered when the node timeout fired.
-func (r *round) timedOut(answered []bool, at time.Time) {
+// timedOut records the nodes that had not answered when the node timeout fired, at
+// since the round's start.
+func (r *round) timedOut(answered []bool, at time.Duration) {
 	for i, ok := range answered {
 		if !ok {
 			r.saw(i, at, outFailed, ErrNodeTimeout)
@@ -234,7 +245,7 @@ type acquireObs struct {
 func (c *Client) observeAcquire(ctx context.Context, a acquireObs, lock *Lock, err error) {
 	e := Event{Op: OpAcquire, Key: a.key, TTL: a.ttl, Start: a.start, Outcome: outcomeOf(err),
 		Err: err, Attempts: a.attempts, FenceRefusals: a.refused}
-	e.Duration = c.opts.Clock.Now().Sub(a.start)
+	e.Duration = c.since(a.start)
 	qe := asQuorumError(err)
 	switch {
 	case lock != nil:
@@ -290,7 +301,7 @@ func (l *Lock) observeStep(ctx context.Context, op Op, ob *stepObs, err error) {
 	}
 	e := Event{Op: op, Key: l.key, TTL: ob.ttl, Start: ob.start, Outcome: outcomeOf(err), Err: err,
 		Nodes: c.nodeReplies(ob.r, ob.start), Fence: l.Fence(), Handoff: ob.handoff, Renewal: k != nil}
-	e.Duration = c.opts.Clock.Now().Sub(ob.start)
+	e.Duration = c.since(ob.start)
 	if e.TTL == 0 {
 		_, e.TTL = l.deadline()
 	}

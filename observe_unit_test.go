@@ -134,9 +134,9 @@ func TestNodeRepliesFromRound(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := &Client{nodes: []node{{name: "a"}, {name: "b"}, {name: "c"}, {name: "d"}}, opts: Options{Clock: fixedClock{start}, Observer: nopObserver{}}}
 	r := c.newRound(stepFencedAcquire, 4)
-	r.saw(0, start.Add(time.Millisecond), outYes, nil)
-	r.saw(1, start.Add(2*time.Millisecond), outRefused, nil)
-	r.timedOut([]bool{true, true, false, false}, start.Add(3*time.Millisecond))
+	r.saw(0, time.Millisecond, outYes, nil)
+	r.saw(1, 2*time.Millisecond, outRefused, nil)
+	r.timedOut([]bool{true, true, false, false}, 3*time.Millisecond)
 	got := c.nodeReplies(r, start)
 	want := []NodeReply{
 		{Node: "a", At: time.Millisecond, Result: ResultYes},
@@ -169,6 +169,11 @@ func TestNodeRepliesFromRound(t *testing.T) {
 		c.nodeReplies(r, start)
 	}); n != 2 {
 		t.Errorf("a round reported twice: %v allocations, want 2", n)
+	}
+	// An event whose step began before the round (an Acquire's earlier attempts)
+	// counts the replies' times from its own start.
+	if got := c.nodeReplies(r, start.Add(-time.Second)); got[0].At != time.Second+time.Millisecond || got[2].At != time.Second+3*time.Millisecond {
+		t.Errorf("replies of a round that began 1s after its step: at %v and %v", got[0].At, got[2].At)
 	}
 	if c.nodeReplies(&round{}, start) != nil {
 		t.Fatal("a round without a record gives replies")

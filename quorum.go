@@ -240,11 +240,11 @@ wait:
 			}
 			causes[rep.node] = rep.err
 			if r.obs != nil {
-				r.saw(rep.node, c.opts.Clock.Now(), rep.out, rep.err)
+				r.saw(rep.node, c.since(r.obs.base), rep.out, rep.err)
 			}
 		case <-timeout:
 			if r.obs != nil {
-				r.timedOut(answered, c.opts.Clock.Now())
+				r.timedOut(answered, c.since(r.obs.base))
 			}
 			for i, ok := range answered {
 				if !ok {
