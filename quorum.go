@@ -98,10 +98,13 @@ type roundCall struct {
 }
 
 // finished records that one call of the round is over; the last one releases the
-// round's context.
+// round's context and lets go of it: the round outlives its calls (Lock.lastRound,
+// QuorumError.round, and the first event's Event.Nodes, made in the round's own
+// allocation, which an Observer may keep), and the context carries the caller's values.
 func (r *round) finished() {
 	if r.left.Add(-1) == 0 {
 		r.cancel()
+		r.cancel = nil // only the last call gets here
 	}
 }
 
