@@ -36,9 +36,13 @@ type roundObs struct {
 	base    time.Time  // when the round started, on Options.Clock: seen[i].at counts from it
 	seen    []nodeSeen // seen[i]: node i's reply as gather received it (gather's goroutine only)
 	// out is room for the Nodes of the first event that reports this round, made with
-	// the round; lent says it was taken. A handoff round is reported twice, by the
+	// the round (capped at n, so that an Observer's append cannot write into the
+	// round); lent says it was taken. A handoff round is reported twice, by the
 	// Release and by the Acquire it hands the lock to, from two goroutines: the second
 	// gets a slice of its own. seen is never written after gather, so both read it.
+	// An Observer that keeps the first event's Nodes keeps the round's allocation
+	// (about 1 KiB more than the replies alone), not the step's context: the round
+	// lets go of that when its last call ends (round.finished).
 	out  []NodeReply
 	lent atomic.Bool
 }
@@ -89,11 +93,11 @@ func (c *Client) newRound(st step, n int) *round {
 	switch {
 	case n <= 3:
 		o := &observedRound3{}
-		r, seen, out = &o.round, o.seen[:n], o.out[:n]
+		r, seen, out = &o.round, o.seen[:n], o.out[:n:n]
 		r.obs = &o.obs
 	case n <= 5:
 		o := &observedRound5{}
-		r, seen, out = &o.round, o.seen[:n], o.out[:n]
+		r, seen, out = &o.round, o.seen[:n], o.out[:n:n]
 		r.obs = &o.obs
 	default:
 		r, seen = &round{obs: &roundObs{}}, make([]nodeSeen, n)
