@@ -30,8 +30,9 @@ import (
 //     write only with a token at least the highest accepted, and refuses it otherwise.
 //     A write that failed with a network error is ambiguous: it may have landed at any
 //     time after its call (an open end).
-//   - fencing order: the tokens of fenced grants are unique and increase in real-time
-//     order (safety.FenceViolation).
+//   - fencing order: the tokens of fenced grants increase in real-time order and are
+//     unique, but for the holds of one owner, which share their lease's token
+//     (safety.FenceViolation).
 //   - availability (a liveness check, where Schedule.Checkers.Availability): no
 //     stretch of more than AvailabilityGap in which Acquire calls waited for a key,
 //     no lock of it was held, and no fault was on (or had been within the largest TTL):
@@ -388,7 +389,7 @@ func (rep *Report) checkFences(key string, ws []Window) {
 	var grants []safety.Grant
 	for _, w := range ws {
 		if w.Fence > 0 {
-			grants = append(grants, safety.Grant{Start: time.Duration(w.Inv), End: time.Duration(w.Grant), Fence: w.Fence})
+			grants = append(grants, safety.Grant{Start: time.Duration(w.Inv), End: time.Duration(w.Grant), Fence: w.Fence, Owner: w.Owner})
 		}
 	}
 	if err := safety.FenceViolation(grants); err != nil {

@@ -32,11 +32,26 @@ func fairLease(c ClientSpec) time.Duration { return max(500*time.Millisecond, 10
 
 // drawModes gives the Clients of s their reentrant or fair mode: in Mixed a quarter
 // of the schedules are fair (every Client), otherwise each Client acquires for an
-// owner with a chance of 0.3; in Reentrant every Client has an owner; in Fair every
+// owner with a chance of 0.3; in Reentrant every Client has an owner, and one schedule
+// in two fences (every owner's Clients alike, see giveOwner); in Fair every
 // Client is fair. It draws from a generator of its own, so the other draws of a seed
 // (Clients, faults) stay what they were before the modes existed.
 func drawModes(s *Schedule) {
 	r := rand.New(rand.NewPCG(s.Seed, 0x6d6f646573))
+	fenced := map[string]bool{} // an owner's fencing (giveOwner)
+	if s.Family == Reentrant && r.Float64() < 0.5 {
+		// Fenced owners: every Client with a chance of 0.6, as Mixed draws it, on
+		// nodes that keep their counters across a restart (AOF), as Mixed's fenced
+		// schedules have them.
+		for p := range s.Procs {
+			for c := range s.Procs[p] {
+				s.Procs[p][c].Fencing = r.Float64() < 0.6
+			}
+		}
+		for i := range s.Nodes {
+			s.Nodes[i].AOF = true
+		}
+	}
 	for p := range s.Procs {
 		for c := range s.Procs[p] {
 			cl := &s.Procs[p][c]
@@ -44,7 +59,7 @@ func drawModes(s *Schedule) {
 			case Reentrant:
 				cl.Sessions = []SessionKind{SessHold, SessTry, SessNested, SessNested, SessNested,
 					SessExtend, SessKeepAlive, SessDo, SessAbandon, SessShortWait}
-				giveOwner(r, cl)
+				giveOwner(r, cl, fenced)
 			case Fair:
 				// Mostly short holds, so that a run has many grants and waiters.
 				cl.Sessions = []SessionKind{SessHold, SessHold, SessHold, SessHold, SessHold, SessTry, SessShortWait, SessExtend, SessDo}
@@ -52,7 +67,7 @@ func drawModes(s *Schedule) {
 			case Mixed:
 				if r.Float64() < 0.3 {
 					cl.Sessions = slices.Concat(cl.Sessions, []SessionKind{SessNested, SessNested})
-					giveOwner(r, cl)
+					giveOwner(r, cl, fenced)
 				}
 			}
 		}
@@ -72,14 +87,23 @@ func drawModes(s *Schedule) {
 // giveOwner makes cl acquire for an owner of each worker's own, or (one time in two)
 // for a shared owner; such a Client has one worker: with several, an owner's holds
 // would follow each other without a gap, and, as reentrancy allows, keep the key from
-// every other owner for the whole run. Owners' Clients do not fence in the nemesis:
-// the fencing-order check expects a token per grant, and every hold of a lease has the
-// lease's.
-func giveOwner(r *rand.Rand, cl *ClientSpec) {
-	cl.Owner, cl.OwnerPerWorker, cl.Fencing = "own", true, false
+// every other owner for the whole run. Whether the owner's Clients fence is fenced's
+// entry for the owner (the shared owner's name, or "own" for the owners per worker),
+// drawn the first time: every Client of one owner must agree, since a lease taken
+// without fencing has no token for a fenced hold to join (an error), and a fenced
+// lease gives its token to every hold (the fencing-order check allows that repeat
+// within one owner only).
+func giveOwner(r *rand.Rand, cl *ClientSpec, fenced map[string]bool) {
+	cl.Owner, cl.OwnerPerWorker = "own", true
 	if r.IntN(2) == 0 {
 		cl.Owner, cl.OwnerPerWorker, cl.Workers = sharedOwners[r.IntN(len(sharedOwners))], false, 1
 	}
+	f, ok := fenced[cl.Owner]
+	if !ok {
+		f = cl.Fencing
+		fenced[cl.Owner] = f
+	}
+	cl.Fencing = f
 }
 
 // makeFair makes cl a fair Client.

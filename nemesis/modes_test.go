@@ -82,15 +82,29 @@ func tryGrant(session string, worker int, inv, grant, end int64) []Record {
 
 // TestGenerateModes checks the modes a thousand seeds draw: fair Clients all or none
 // in a schedule, never with an owner (refused with Fair), never fenced while
-// fairFencing is false; owners' Clients unfenced; the reentrant and fair families made
-// of their mode alone; and Mixed drawing each mode now and then.
+// fairFencing is false; the Clients of one owner all fenced or all not; the reentrant
+// and fair families made of their mode alone; and Mixed drawing each mode now and then,
+// fenced owners included.
 func TestGenerateModes(t *testing.T) {
 	var mixedFair, mixedOwner, perWorker int
+	var fencedOwner [2]int // owners' fenced Clients: [0] in mixed, [1] in reentrant
 	for seed := uint64(1); seed <= 1000; seed++ {
 		for _, f := range Families {
 			s := Generate(seed, f)
 			fair := 0
+			ownerFenced := map[string]bool{}
 			for _, c := range s.Clients() {
+				if c.Owner != "" {
+					if was, ok := ownerFenced[c.Owner]; ok && was != c.Fencing {
+						t.Fatalf("seed %d %s: Clients of owner %q differ in fencing", seed, f, c.Owner)
+					}
+					ownerFenced[c.Owner] = c.Fencing
+					if c.Fencing && f == Mixed {
+						fencedOwner[0]++
+					} else if c.Fencing && f == Reentrant {
+						fencedOwner[1]++
+					}
+				}
 				nested := false
 				for _, k := range c.Sessions {
 					nested = nested || k == SessNested
@@ -98,7 +112,7 @@ func TestGenerateModes(t *testing.T) {
 				switch {
 				case c.Fair && (c.Owner != "" || (c.Fencing && !fairFencing) || c.FairLease < 10*c.NodeTimeout):
 					t.Fatalf("seed %d %s: a fair Client %+v", seed, f, c)
-				case c.Owner != "" && (c.Fencing || !nested):
+				case c.Owner != "" && !nested:
 					t.Fatalf("seed %d %s: an owner's Client %+v", seed, f, c)
 				case c.Owner == "" && nested:
 					t.Fatalf("seed %d %s: nested holds without an owner: %+v", seed, f, c)
@@ -131,6 +145,9 @@ func TestGenerateModes(t *testing.T) {
 	if mixedFair < 150 || mixedOwner < 300 || perWorker == 0 {
 		t.Errorf("mixed: %d fair schedules, %d owners' Clients, %d with an owner per worker, of 1000 seeds", mixedFair, mixedOwner, perWorker)
 	}
+	if fencedOwner[0] < 100 || fencedOwner[1] < 300 {
+		t.Errorf("fenced owners' Clients in 1000 seeds: %d in mixed, %d in reentrant", fencedOwner[0], fencedOwner[1])
+	}
 }
 
 // TestRunShortReentrant runs a short reentrant schedule on real redis-server
@@ -158,6 +175,59 @@ func TestRunShortReentrant(t *testing.T) {
 		}
 	}
 	t.Errorf("three seeds without nested holds, one owner's holds overlapping across workers, and two owners granted")
+}
+
+// TestRunShortReentrantFenced runs short reentrant schedules whose owners fence on
+// real redis-server processes: they must pass the checks (the fencing order among
+// them, which lets one owner's holds share their lease's token), and must show holds
+// of one owner that overlap with one token. Missing coverage tries the next fenced
+// seed, up to three.
+func TestRunShortReentrantFenced(t *testing.T) {
+	tried := 0
+	for seed := uint64(1); seed <= 200 && tried < 3; seed++ {
+		s := Generate(seed, Reentrant)
+		fenced := false
+		for _, c := range s.Clients() {
+			fenced = fenced || c.Fencing
+		}
+		if !fenced {
+			continue
+		}
+		tried++
+		s.Length = 3 * time.Second
+		res, err := Run(t, s, "")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, res.Stderr)
+		}
+		if !res.Check.OK() {
+			t.Fatalf("violations %v; files %v\n%s", res.Check.Violations, res.Files, s)
+		}
+		tokens, sharedToken := fencedCoverage(res)
+		t.Logf("seed %d: %d grants, %d fenced, %d overlaps of one owner's holds with one token", seed, res.Check.Grants, tokens, sharedToken)
+		if tokens > 0 && sharedToken > 0 {
+			return
+		}
+	}
+	t.Errorf("%d fenced reentrant seeds without overlapping holds of one owner that share a token", tried)
+}
+
+// fencedCoverage counts a run's fenced grants and the overlaps of two holds of one
+// owner with the same token.
+func fencedCoverage(res *Result) (tokens, sharedToken int) {
+	for _, ws := range res.Check.Windows {
+		for i, a := range ws {
+			if a.Fence == 0 {
+				continue
+			}
+			tokens++
+			for _, b := range ws[i+1:] {
+				if b.Grant < a.End && a.Owner == b.Owner && a.Fence == b.Fence {
+					sharedToken++
+				}
+			}
+		}
+	}
+	return tokens, sharedToken
 }
 
 // reentrantCoverage counts what a reentrant run exercised: nested holds, overlaps of one

@@ -107,6 +107,25 @@ var mutants = []mutant{{
 		Old: "if left ~= '' then",
 		New: "if false then"}},
 }, {
+	Name:   "fenced-no-check",
+	What:   "fenced_acquire.lua takes the key with a proposal at or below the counter",
+	Family: "mixed",
+	Check:  "fencing order",
+	Edits: []edit{{File: "scripts/fenced_acquire.lua",
+		Old: "if less(t, c) or (c == t and not mine) then\n  return '-' .. c\nend\n",
+		New: ""}},
+}, {
+	Name: "reentrant-fence-no-check",
+	What: "reentrant_fenced_acquire.lua starts a lease with a proposal at or below the counter",
+	// Mixed, not reentrant: a stale proposal needs a Client whose cached counter fell
+	// behind another owner's leases, and reentrant schedules keep one owner's lease
+	// going for long stretches (it survived 11 of them; mixed caught it in 15-40 s).
+	Family: "mixed",
+	Check:  "fencing order",
+	Edits: []edit{{File: "scripts/reentrant_fenced_acquire.lua",
+		Old: "  if not less(c, t) then\n    return '-' .. c\n  end\n  redis.call('SET'",
+		New: "  redis.call('SET'"}},
+}, {
 	Name:   "fair-set-no-nx",
 	What:   "fair_acquire.lua's head takes the key with SET without NX",
 	Family: "fair",
