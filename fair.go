@@ -21,7 +21,7 @@ var (
 	//go:embed scripts/fair_ticket.lua
 	fairTicketLua string
 	//go:embed scripts/fair_queue.lua
-	fairQueueLua string // put in front of the two fair acquire scripts
+	fairQueueLua string // put in front of the two fair acquire scripts and of the release
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
 	//go:embed scripts/fair_fenced_acquire.lua
@@ -31,7 +31,7 @@ var (
 
 	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false, nil}
 	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false, nil}
-	stepFairRelease = step{redis.NewScript(fairReleaseLua), released, false, nil}
+	stepFairRelease = step{redis.NewScript(fairQueueLua + fairReleaseLua), released, false, nil}
 	// With Options.Fencing: it answers a refused proposal as text ("-c"), judged as
 	// fenced_acquire.lua's, apart from a waiter's place (an integer, fairReply).
 	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true, fencedReply}
@@ -152,10 +152,11 @@ type fairWaiter struct {
 	entry fairEntry
 	keys  []string
 	// ahead is how many entries were ahead of the waiter at its latest attempt, on the
-	// node that had the fewest: it attempts on a wake-up only once that many releases
-	// were announced since (every release takes one entry off the front), and
-	// otherwise when its lease is due for renewal (renewAt), so a release makes the
-	// next waiter attempt, not all of them.
+	// node that had the fewest: the head (none ahead) renews sooner (period). The
+	// waiter attempts when a majority of nodes named it the head of a free key
+	// (headNamed; seen is the naming of its latest attempt) and otherwise when its
+	// lease is due for renewal (renewAt), so a release makes the next waiter attempt,
+	// not all of them.
 	ahead   int64
 	renewAt time.Time
 	// cutSince is when the waiter's attempts began to reach fewer than a majority of
@@ -169,9 +170,9 @@ type fairWaiter struct {
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
 // is queued, skipped when this Client knows that others are (othersQueued); then a
-// ticket, and attempts that queue the waiter on every node and renew
-// its entry, at once after every announced release and otherwise every
-// min(FairLease/3, RetryDelay), until it is the head on a majority and gets the key.
+// ticket, and attempts that queue the waiter on every node and renew its entry, at
+// once when a majority of nodes named it the head of a free key and otherwise every
+// FairLease/3 (the head: min(FairLease/3, RetryDelay)), until it gets the key.
 // Its entries are removed when it gives up, also when the Client closes: Close waits
 // for that (at most a node timeout).
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
@@ -185,19 +186,32 @@ func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 		return nil, w.stopped()
 	}
 	defer c.inFlight.Done()
-	id, err := newToken()
+	id, err := c.queues.fairWaiterID()
 	if err != nil {
 		return nil, err
 	}
 	w.entry = fairEntry{id: id, lease: c.opts.FairLease}
 	w.t = c.queues.join(w.key) // for the wake-ups only: every fair waiter attempts
 	defer w.t.leave()
+	w.t.joinFair(id)
+	defer func() { w.t.leaveFair(w.entry.id) }() // the id may change (turn)
 	w.t.subscribe()
 	lock, err := w.run()
 	if lock == nil {
 		w.leave()
 	}
 	return lock, err
+}
+
+// fairWaiterID returns a new id for a fair waiter's queue entry: the Client's fairID,
+// "/" and a random UUID, so that the nodes know on which Client's channel to tell the
+// waiter that it is the head of a free key (fair_queue.lua, fairNotify).
+func (q *queues) fairWaiterID() (string, error) {
+	id, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	return q.fairID + "/" + id, nil
 }
 
 // run draws the ticket, then attempts until the lock is granted or Acquire fails.
@@ -213,10 +227,10 @@ func (w *fairWaiter) run() (*Lock, error) {
 		}
 	}
 	for {
-		// Taken before the attempt: a release during it is not missed.
-		wake, wakes := w.t.woken()
-		if !w.c.opts.Clock.Now().Before(w.renewAt) || wakes-w.seen >= uint64(w.ahead) {
-			w.seen = wakes
+		// Taken before the attempt: a notice during it is not missed.
+		wake, named := w.t.headNamed(w.entry.id)
+		if !w.c.opts.Clock.Now().Before(w.renewAt) || named != w.seen {
+			w.seen = named
 			lock, err := w.turn()
 			if lock != nil || err != nil {
 				return lock, err
@@ -242,10 +256,12 @@ func (w *fairWaiter) turn() (*Lock, error) {
 		}
 		// Back under a fresh id (the ticket stays): a late copy of a removal sent
 		// while away names the old one and cannot take the new entries out.
-		id, err := newToken()
+		id, err := w.c.queues.fairWaiterID()
 		if err != nil {
 			return nil, err
 		}
+		w.t.leaveFair(w.entry.id)
+		w.t.joinFair(id)
 		w.entry.id, w.away, w.cutSince = id, false, time.Time{}
 	}
 	lock, err := w.attemptFair()
@@ -379,8 +395,8 @@ func (w *fairWaiter) leave() (tally, *multierror.Error) {
 	return t, errs
 }
 
-// fairRelease turns req into the release step of a fair lock that holds a queue
-// entry: the entry goes with the key, and the next waiter is woken.
+// fairRelease turns req into the release step of a lock of a Client with Options.Fair:
+// its queue entry, if it has one, goes with the key, and the head of the queue is told.
 func (l *Lock) fairRelease(req stepRequest) stepRequest {
 	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
 	return req

@@ -57,10 +57,10 @@ func TestFairHeadAfterMinorityYes(t *testing.T) {
 }
 
 // TestFairLeaversMidQueueAnnounced: waiters that give up from the middle of the queue
-// while the key is held take their entries out with an announcement, so the waiters
-// behind them count them as gone and attempt on the right release. Before, only a
-// leaving head was announced: the next waiter's count of those ahead stayed too high,
-// and it missed its turn until its renewal (a third of the lease: here 1 s).
+// while the key is held do not make the waiter behind them miss its turn: the release
+// after them names it the head. (When waiters counted releases, a leaver's removal
+// had to be announced, or the next waiter's count of those ahead stayed too high and
+// it missed its turn until its renewal, a third of the lease: here 1 s.)
 func TestFairLeaversMidQueueAnnounced(t *testing.T) {
 	opts := redlock.Options{Fair: true, FairLease: 3 * time.Second}
 	c := newCluster(t, 3, redistest.Options{}, opts)

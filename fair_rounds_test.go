@@ -37,9 +37,8 @@ func fairRounds(calls []sentCall) (tries, draws, attempts int) {
 // for it, and at once calls Acquire again (a worker in a loop on a hot key), knows that
 // someone is queued: it skips the TryAcquire-mode try, which could only fail, and makes
 // three rounds in all (the ticket, the enqueue, the attempt that wins after the
-// other's release), not four; and the nodes' announcements of its own release, which
-// its subscription hears, do not count as a second release that would make it attempt
-// before its turn.
+// other's release), not four; and its own release, which names the other waiter the
+// head, does not make it attempt before its turn.
 func TestFairRequeueRounds(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()

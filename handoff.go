@@ -38,6 +38,10 @@ type queues struct {
 	mu    sync.Mutex // taken after Lock.op, before Lock.mu (see the lock order above Client)
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
+	// fairID, with Options.Fair, names this Client in its waiters' queue entries
+	// ("<fairID>/<waiter>") and in its channels (fairChannel): the nodes tell the head
+	// of a queue that the key is free on the channel of the head's Client only.
+	fairID string
 
 	// held lists the locks this Client holds per key, until released: one, or the
 	// holds of one owner (WithOwner).
@@ -55,7 +59,9 @@ type queues struct {
 
 	// sweeper drops lingering keys (sweepLater); armed while a key lingers, else nil.
 	sweeper *time.Timer
-	linger  time.Duration // how long an idle key stays subscribed; 0 means linger
+	// partials are the armed timers of partialNotice, which close stops.
+	partials map[*time.Timer]struct{}
+	linger   time.Duration // how long an idle key stays subscribed; 0 means linger
 }
 
 // offer is a waiting head's standing request: a Release of this Client's lock on the
@@ -215,15 +221,15 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 		delete(q.held, l.key)
 	}
 	kq := q.keys[l.key]
-	// A fair waiter counts wake-ups as releases: the nodes' announcements of this
-	// one must not count again (ownRelease). Without Fair they wake the head again.
-	if kq != nil && (!q.c.opts.Fair || !kq.subscribed || kq.ownRelease(l.token, len(q.c.nodes))) {
+	// A fair waiter attempts when the nodes name it the head (notice): this Client
+	// does not know which of the waiters that is.
+	if kq != nil && !q.c.opts.Fair {
 		kq.courtesy = courtesy
 		kq.wakeUp(courtesy > 0)
 	}
 	others := heard - 1
-	if kq != nil && kq.subscribed {
-		others-- // this Client's own subscription
+	if kq != nil && kq.subscribed && !q.c.opts.Fair {
+		others-- // this Client's own subscription (a fair release is heard by the head's Client only)
 	}
 	if others <= 0 || courtesy > 0 || yield <= 0 {
 		return

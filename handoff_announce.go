@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -10,6 +11,19 @@ import (
 // releaseChannel is the pub/sub channel on which release.lua announces that key was
 // released; the message is the released (now dead) token.
 func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
+
+// fairChannel is the pub/sub channel on which fair_release.lua tells the head of key's
+// queue that the key is free, when the head is a waiter of the Client named client
+// (queues.fairID); the message is "<token> <waiter id>".
+func fairChannel(client, key string) string { return "redlock:fair:" + client + ":" + key } // as in fair_queue.lua
+
+// channel returns the channel this Client subscribes to for key's wake-ups.
+func (q *queues) channel(key string) string {
+	if q.c != nil && q.c.opts.Fair {
+		return fairChannel(q.fairID, key)
+	}
+	return releaseChannel(key)
+}
 
 // subscribe asks every node to announce releases of the key to this Client.
 func (t *ticket) subscribe() {
@@ -23,24 +37,74 @@ func (t *ticket) subscribe() {
 	if q.chans == nil {
 		q.chans = make(map[string]string)
 	}
-	q.chans[releaseChannel(t.key)] = t.key
+	q.chans[q.channel(t.key)] = t.key
 	q.start.Do(q.listen)
 	q.changed()
 }
 
-// notice counts one node's announcement that token was released on key, and wakes the
-// key's waiters once a majority of nodes announced it.
-func (q *queues) notice(channel, token string) {
+// notice counts one node's announcement msg on channel, and wakes the key's waiters
+// once a majority of nodes announced it: that token was released (msg is the token), or
+// with Options.Fair that the key is free and a waiter of this Client is the head of
+// its queue (msg is "<token> <waiter id>", counted as one: a majority must name the
+// same waiter for the same release), and then that waiter attempts (nameHead).
+func (q *queues) notice(channel, msg string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	kq := q.keys[q.chans[channel]]
 	if kq == nil {
 		return
 	}
-	if kq.heard(token, len(q.c.nodes)) {
-		kq.courtesy = 0
-		kq.wakeUp(true)
+	n := len(q.c.nodes)
+	if !kq.heard(msg, n) {
+		if q.c.opts.Fair && kq.notices[msg].nodes == 1 {
+			q.partialNotice(channel, msg)
+		}
+		return
 	}
+	kq.courtesy = 0
+	if !q.c.opts.Fair {
+		kq.wakeUp(true)
+		return
+	}
+	kq.nameHead(namedIn(msg))
+}
+
+// namedIn returns the waiter id a fair notice "<token> <waiter id>" names.
+func namedIn(msg string) string { return msg[strings.LastIndexByte(msg, ' ')+1:] }
+
+// partialNotice names the waiter of a fair notice msg on channel the head after all
+// (nameHead) if no majority of nodes has sent msg within partialNoticeWait of the
+// first: the nodes that did not name it lack its queue entry (an enqueue call that was
+// dropped, queued behind a failed attempt, or a node restarted empty) or name another
+// head. Without a majority it would wait for its renewal, a third of the entry lease;
+// its attempt queues it again on every node, which mends their order. Callers hold q.mu.
+func (q *queues) partialNotice(channel, msg string) {
+	if q.closed {
+		return
+	}
+	q.wg.Add(1) // done by the timer, or by close if it stops the timer first
+	var tm *time.Timer
+	// The function takes q.mu, which the caller holds: tm is set before it reads it.
+	tm = time.AfterFunc(partialNoticeWait(q.c.opts.NodeTimeout), func() {
+		defer q.wg.Done()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		delete(q.partials, tm)
+		if len(q.partials) == 0 {
+			q.partials = nil // let go of the emptied map's memory
+		}
+		kq := q.keys[q.chans[channel]]
+		if q.closed || kq == nil {
+			return
+		}
+		if c, ok := kq.notices[msg]; ok && c.nodes < len(q.c.nodes)/2+1 {
+			kq.nameHead(namedIn(msg))
+		}
+	})
+	if q.partials == nil {
+		q.partials = make(map[*time.Timer]struct{})
+	}
+	q.partials[tm] = struct{}{}
 }
 
 // changed tells every listener that the set of channels changed. Callers hold q.mu.
@@ -63,19 +127,26 @@ type listener struct {
 
 // listen starts one listener per node. Called once, with q.mu held.
 func (q *queues) listen() {
-	for _, n := range q.c.nodes {
+	for i, n := range q.c.nodes {
 		ls := &listener{
 			ps:   n.rdb.Subscribe(context.Background()),
 			kick: make(chan struct{}, 1),
 			stop: make(chan struct{}),
 		}
 		q.listeners = append(q.listeners, ls)
-		msgs := ls.ps.Channel()
+		msgs := ls.ps.ChannelWithSubscriptions()
 		q.wg.Add(2)
-		go func() { // deliver announcements
+		go func() { // deliver announcements, and the node's confirmations of subscriptions
 			defer q.wg.Done()
 			for m := range msgs {
-				q.notice(m.Channel, m.Payload)
+				switch m := m.(type) {
+				case *redis.Message:
+					q.notice(m.Channel, m.Payload)
+				case *redis.Subscription:
+					if m.Kind == "subscribe" {
+						q.listening(i, m.Channel)
+					}
+				}
 			}
 		}()
 		go func() { // follow the wanted channels
@@ -115,7 +186,6 @@ func (q *queues) follow(ls *listener) {
 			for _, ch := range add {
 				have[ch] = true
 			}
-			q.listening(add)
 		}
 		if len(drop) > 0 {
 			_ = ls.ps.Unsubscribe(ctx, drop...)
@@ -129,20 +199,28 @@ func (q *queues) follow(ls *listener) {
 	}
 }
 
-// listening counts one more node subscribed to each channel. Once a majority is, a
-// release announced from then on wakes the head; one announced between the head's last
-// attempt and now was missed, so the head is woken to attempt once more.
-func (q *queues) listening(chans []string) {
+// listening records that node i confirmed its subscription to channel (its reply to
+// SUBSCRIBE, which go-redis also gets after a reconnection): from then on that node's
+// announcements reach this Client. When that makes a majority, or when a node counted
+// already confirms again (it reconnected, and may have announced a release meanwhile),
+// a release announced between the head's last attempt and now was missed: the key's
+// waiters are woken, and every fair waiter attempts once (nameAll).
+func (q *queues) listening(i int, channel string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, ch := range chans {
-		if kq := q.keys[q.chans[ch]]; kq != nil {
-			kq.listeners++
-			if kq.listeners == len(q.c.nodes)/2+1 {
-				kq.courtesy = 0
-				kq.wakeUp(true)
-			}
-		}
+	kq := q.keys[q.chans[channel]]
+	if kq == nil {
+		return
+	}
+	if kq.listening == nil {
+		kq.listening = make(map[int]bool)
+	}
+	again := kq.listening[i]
+	kq.listening[i] = true
+	if again || len(kq.listening) == len(q.c.nodes)/2+1 {
+		kq.courtesy = 0
+		kq.wakeUp(true)
+		kq.nameAll()
 	}
 }
 
@@ -194,7 +272,7 @@ func (q *queues) sweep(now time.Time) (next time.Duration, lingering bool) {
 		left := d - now.Sub(kq.idle)
 		if left <= 0 {
 			delete(q.keys, key)
-			delete(q.chans, releaseChannel(key))
+			delete(q.chans, q.channel(key))
 			dropped = true
 			continue
 		}
@@ -223,6 +301,12 @@ func (q *queues) close() {
 		q.wg.Done() // its sweepLater will not run
 	}
 	q.sweeper = nil
+	for tm := range q.partials { // they would only find the Client closed
+		if tm.Stop() {
+			q.wg.Done()
+		}
+	}
+	q.partials = nil
 	listeners := q.listeners
 	q.mu.Unlock()
 	for _, ls := range listeners {

@@ -35,6 +35,11 @@ const (
 	maxNotices = 64
 	// maxYields: the keys remembered for yielding are bounded, so memory stays flat.
 	maxYields = 1024
+	// partialNoticeDivisor: a fair waiter that some nodes, but not a majority, named the
+	// head of a free key attempts NodeTimeout/partialNoticeDivisor after the first such
+	// notice (partialNoticeWait): long enough for the rest of a release's notices to
+	// arrive (they come within a round trip), far shorter than waiting for a renewal.
+	partialNoticeDivisor = 5
 	// heldPruneFloor: the record of held locks is pruned of expired ones when it has
 	// doubled, but not below this size, so that small records are not pruned every time.
 	heldPruneFloor = 64
@@ -111,4 +116,10 @@ func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitt
 		d = p.held.Sub(now)
 	}
 	return d
+}
+
+// partialNoticeWait is how long after a first notice naming a fair waiter the head
+// without a majority behind it that waiter attempts anyway (queues.partialNotice).
+func partialNoticeWait(nodeTimeout time.Duration) time.Duration {
+	return nodeTimeout / partialNoticeDivisor
 }

@@ -27,7 +27,11 @@ type keyQueue struct {
 	offer      *offer             // the waiting head's standing request for a handoff
 	handoffs   int                // handoffs in a row since the last plain release
 	courtesy   time.Duration      // see released
-	listeners  int                // nodes subscribed to the key's channel so far
+	listening  map[int]bool       // the nodes that confirmed the key's subscription
+	// fair holds, with Options.Fair, the ids of this Client's fair waiters for the key,
+	// each with the wake-up (wakes) at which a majority of nodes last named it the head
+	// of a free key (0: not yet): the waiter attempts when that changes (headNamed).
+	fair map[string]uint64
 }
 
 // busy reports whether this Client has waiters for key.
@@ -124,6 +128,52 @@ func (q *queues) wakes(key string) uint64 {
 	return 0
 }
 
+// joinFair registers the fair waiter id of this Client for the key's head notices.
+func (t *ticket) joinFair(id string) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	if t.kq.fair == nil {
+		t.kq.fair = make(map[string]uint64)
+	}
+	t.kq.fair[id] = 0
+}
+
+// leaveFair takes the fair waiter id out of the key's head notices.
+func (t *ticket) leaveFair(id string) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	delete(t.kq.fair, id)
+}
+
+// headNamed returns the channel that is closed at the key's next wake-up, and the
+// wake-up at which the nodes last named the fair waiter id the head of a free key (see
+// keyQueue.fair). Take it before an attempt, so that a notice during the attempt is not
+// missed.
+func (t *ticket) headNamed(id string) (<-chan struct{}, uint64) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.kq.wake, t.kq.fair[id]
+}
+
+// nameHead records that a majority of nodes named the fair waiter id the head of a
+// free key, and wakes it. An id that is not this Client's waiter for the key any more
+// (it left, or came back from stepping aside under a new id) wakes nobody.
+func (kq *keyQueue) nameHead(id string) {
+	if _, ok := kq.fair[id]; !ok {
+		return
+	}
+	kq.wakeUp(true)
+	kq.fair[id] = kq.wakes
+}
+
+// nameAll makes every fair waiter of the key attempt at the wake-up just made: once
+// the key's channel is subscribed on a majority, a notice sent before is not heard again.
+func (kq *keyQueue) nameAll() {
+	for id := range kq.fair {
+		kq.fair[id] = kq.wakes
+	}
+}
+
 func (kq *keyQueue) wakeUp(remote bool) {
 	kq.remote = remote
 	kq.wakes++
@@ -135,27 +185,6 @@ func (kq *keyQueue) wakeUp(remote bool) {
 type noticed struct {
 	nodes int    // nodes that announced it
 	seq   uint64 // when it was first heard (keyQueue.noticeSeq): the lowest is the oldest
-	// own: this Client released the token and woke the key's waiters then (ownRelease),
-	// so its announcements wake nobody again: a fair waiter counts every wake-up as one
-	// entry gone from the front, and would count this release twice.
-	own bool
-}
-
-// ownRelease records that this Client released token, of n nodes' announcements, and
-// reports whether its waiters are to be woken now: not when the announcements of a
-// majority came first and woke them already. The announcements still to come are
-// counted but wake nobody. (If all n came first, their count is gone and the waiters
-// are woken twice: a fair waiter then makes one attempt too early.)
-func (kq *keyQueue) ownRelease(token string, n int) bool {
-	c, ok := kq.notices[token]
-	if !ok {
-		kq.heard(token, n)
-		c = kq.notices[token]
-		c.nodes = 0
-	}
-	c.own = true
-	kq.notices[token] = c
-	return c.nodes < n/2+1
 }
 
 // heard counts one node's announcement of token, of n nodes in all, and reports whether
@@ -182,7 +211,7 @@ func (kq *keyQueue) heard(token string, n int) bool {
 	} else {
 		kq.notices[token] = c
 	}
-	return c.nodes == n/2+1 && !c.own
+	return c.nodes == n/2+1
 }
 
 // forgetNotice drops one token from notices: one that reached quorum nodes, else the

@@ -238,35 +238,55 @@ func TestNoticesKeepTheTokenBeingCounted(t *testing.T) {
 	}
 }
 
-// TestOwnReleaseWakesOnce: a release this Client made and woke its waiters for is not
-// a wake-up again when a majority of nodes announces it; if the majority's
-// announcements came first, the Client does not wake its waiters a second time.
-func TestOwnReleaseWakesOnce(t *testing.T) {
-	const n = 5
-	kq := &keyQueue{}
-	if !kq.ownRelease("T", n) {
-		t.Fatal("an own release heard from no node yet: not to be woken")
+// TestHeadNoticeWakesTheNamedWaiter: with Options.Fair, a majority's notice that names
+// a waiter of this Client wakes the key's waiters, and only the named one sees its
+// name change (the others go back to sleep); a notice naming an id that is not a
+// waiter here (left, or back under a new id) wakes nobody; the subscription's majority
+// names every waiter once.
+func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
+	// A NodeTimeout far beyond the test: a notice from one node names its waiter after
+	// NodeTimeout/5 anyway (partialNotice), and with the zero NodeTimeout that timer
+	// fired at once, naming a and b from a single node's notice before the assertions
+	// below (seen with -count=3000 -cpu 2,4).
+	q := &queues{c: &Client{nodes: make([]node, 3), opts: Options{Fair: true, NodeTimeout: time.Hour}}, fairID: "C"}
+	a, b := q.join("k"), q.join("k")
+	a.joinFair("C/a")
+	b.joinFair("C/b")
+	wakeA, namedA := a.headNamed("C/a")
+	_, namedB := b.headNamed("C/b")
+	ch := q.channel("k")
+	q.chans = map[string]string{ch: "k"}
+	q.notice(ch, "T1 C/a")
+	q.notice(ch, "T1 C/b") // another node names b for the same release: counted apart
+	select {
+	case <-wakeA:
+		t.Fatal("woken before a majority named anyone")
+	default:
 	}
-	for i := range n {
-		if kq.heard("T", n) {
-			t.Fatalf("announcement %d of an own release woke the waiters again", i+1)
-		}
+	q.notice(ch, "T1 C/a")
+	select {
+	case <-wakeA:
+	default:
+		t.Fatal("a majority named a, and the key's waiters were not woken")
 	}
-	if _, ok := kq.notices["T"]; ok {
-		t.Error("an own release announced by every node is still counted")
+	_, nowA := a.headNamed("C/a")
+	wakeB, nowB := b.headNamed("C/b")
+	if nowA == namedA || nowB != namedB {
+		t.Fatalf("a named %v (was %v), b %v (was %v): only a is to attempt", nowA, namedA, nowB, namedB)
 	}
-	for range n / 2 {
-		kq.heard("U", n)
+	b.leaveFair("C/b")
+	q.notice(ch, "T2 C/b")
+	q.notice(ch, "T2 C/b")
+	select {
+	case <-wakeB:
+		t.Fatal("a notice naming a waiter that left woke the key's waiters")
+	default:
 	}
-	if !kq.heard("U", n) {
-		t.Fatal("a majority's announcements did not wake the waiters")
-	}
-	if kq.ownRelease("U", n) {
-		t.Error("an own release the majority announced first was to be woken again")
-	}
-	kq.heard("U", n)
-	kq.heard("U", n)
-	if _, ok := kq.notices["U"]; ok {
-		t.Error("an own release announced by every node is still counted")
+	q.mu.Lock()
+	q.keys["k"].wakeUp(true)
+	q.keys["k"].nameAll()
+	q.mu.Unlock()
+	if _, again := a.headNamed("C/a"); again == nowA {
+		t.Error("the subscription's majority did not name the waiters")
 	}
 }

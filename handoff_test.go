@@ -59,20 +59,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// subscribed reports whether every given node has a subscriber on key's release channel.
+// subscribed reports whether every given node has a subscriber for key's wake-ups.
 func subscribed(ctx context.Context, admins []*redis.Client, key string) bool {
-	ch := redlock.ReleaseChannel(key)
-	for _, a := range admins {
-		n, err := a.PubSubNumSub(ctx, ch).Result()
-		if err != nil || n[ch] == 0 {
-			return false
-		}
-	}
-	return true
+	return subscribers(ctx, admins, key) > 0
 }
 
-// subscribers returns the fewest subscribers any of the nodes has on key's release
-// channel.
+// subscribers returns the fewest subscribers any of the nodes has for key's wake-ups:
+// on its release channel, plus the fair Clients' channels for it (one each,
+// redlock:fair:<client>:KEY).
 func subscribers(ctx context.Context, admins []*redis.Client, key string) int64 {
 	ch := redlock.ReleaseChannel(key)
 	fewest := int64(-1)
@@ -81,11 +75,27 @@ func subscribers(ctx context.Context, admins []*redis.Client, key string) int64 
 		if err != nil {
 			return 0
 		}
-		if fewest < 0 || n[ch] < fewest {
-			fewest = n[ch]
+		fair, err := a.PubSubChannels(ctx, "redlock:fair:*:"+globEscape(key)).Result()
+		if err != nil {
+			return 0
+		}
+		if got := n[ch] + int64(len(fair)); fewest < 0 || got < fewest {
+			fewest = got
 		}
 	}
 	return fewest
+}
+
+// globEscape escapes the glob characters of Redis patterns in s.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // wantResult waits for a background Acquire and fails unless it got the lock.

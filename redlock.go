@@ -136,6 +136,13 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		shut:    make(chan struct{}),
 	}
 	c.queues.c = c
+	if o.Fair {
+		id, err := newToken()
+		if err != nil {
+			return nil, err
+		}
+		c.queues.fairID = id
+	}
 	c.watch.log = newLogState(o)
 	c.sendersQuit = make(chan struct{})
 	for i, rdb := range rdbs {

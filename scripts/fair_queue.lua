@@ -1,13 +1,30 @@
--- fair_queue.lua: the queue work of a fair lock's acquire (Options.Fair) on one node.
--- Not a script of its own: the Go side puts it in front of fair_acquire.lua and of
+-- fair_queue.lua: the queue work of a fair lock (Options.Fair) on one node. Not a
+-- script of its own: the Go side puts it in front of fair_acquire.lua and of
 -- fair_fenced_acquire.lua (after decimal.lua there), which then call fairQueue and take
--- the key only when it returns nil. See fair_acquire.lua for the KEYS and ARGV.
+-- the key only when it returns nil, and of fair_release.lua, which calls fairNotify.
+-- See fair_acquire.lua for the KEYS and ARGV.
 if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
 end
 local BEHIND = 1099511627776 -- 2^40: a waiter's reply is −(BEHIND − entries ahead)
 
--- fairQueue drops the entries whose lease ended (at most 100 per call), then for a
+-- fairPrune drops the entries whose lease ended at now (ms, this node's clock) from
+-- the queue and the leases, at most 100 per call.
+local function fairPrune(queue, leases, now)
+  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
+  for _, w in ipairs(dead) do
+    redis.call('ZREM', queue, w)
+    redis.call('ZREM', leases, w)
+  end
+end
+
+-- fairNow returns this node's clock in milliseconds.
+local function fairNow()
+  local clock = redis.call('TIME')
+  return tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+
+-- fairQueue drops the entries whose lease ended (fairPrune), then for a
 -- TryAcquire (id "") answers 0 when others are queued; for a waiter it queues id with
 -- its ticket (ZADD NX: a waiter keeps its first score), raises its lease to now +
 -- lease ms, the ticket counter to the ticket and the TTLs of the three keys to two
@@ -15,13 +32,8 @@ local BEHIND = 1099511627776 -- 2^40: a waiter's reply is −(BEHIND − entries
 -- are ahead of it. It returns nil when the caller may take the key: a TryAcquire with
 -- nobody queued, or the head.
 local function fairQueue(queue, leases, counter, id, ticket, lease)
-  local clock = redis.call('TIME')
-  local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'LIMIT', 0, 100)
-  for _, w in ipairs(dead) do
-    redis.call('ZREM', queue, w)
-    redis.call('ZREM', leases, w)
-  end
+  local now = fairNow()
+  fairPrune(queue, leases, now)
   if id == '' then
     if redis.call('ZCARD', queue) > 0 then
       return 0 -- others are queued: a TryAcquire does not jump the queue
@@ -49,3 +61,32 @@ local function fairQueue(queue, leases, counter, id, ticket, lease)
   return nil
 end
 
+
+-- fairNotify tells the head of the queue that the key is free, after a release or a
+-- removal made it so: it drops the entries whose lease ended (so that a dead waiter is
+-- not the one told), then publishes "msg id" on the channel of the head's Client,
+-- redlock:fair:<client>:<key>, the head's id being "<client>/<waiter>". Only the
+-- head's Client hears it, not every waiting Client (a head of an earlier version, whose
+-- id has no "/", is told the earlier way: msg on redlock:released:<key>). Returns the
+-- number of clients that received it (0 with nobody queued, or a PUBLISH refused, say
+-- by an ACL without channel rights: the announcement is best effort).
+local function fairNotify(key, queue, leases, msg)
+  fairPrune(queue, leases, fairNow())
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head then
+    return 0
+  end
+  local client = string.match(head, '^([^/]+)/')
+  local heard
+  if client then
+    heard = redis.pcall('PUBLISH', 'redlock:fair:' .. client .. ':' .. key, msg .. ' ' .. head)
+  else
+    -- A waiter of an earlier version (its id names no Client, as during a rolling
+    -- upgrade): it listens on the key's release channel and counts releases there.
+    heard = redis.pcall('PUBLISH', 'redlock:released:' .. key, msg)
+  end
+  if type(heard) ~= 'number' then
+    return 0
+  end
+  return heard
+end

@@ -1,5 +1,6 @@
 -- fair_release.lua: release a fair lock (Options.Fair) on one node, or take a waiter
--- that gives up out of the queue, and announce it so the waiters behind it move up.
+-- that gives up out of the queue, and tell the waiter now at the head that the key is
+-- free.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the key's waiter queue (see fair_acquire.lua)
@@ -9,17 +10,19 @@
 -- ARGV[2]  the waiter's id, whose entry is removed ("" for a lock of TryAcquire)
 --
 -- Returns -1 when another token holds the key (left untouched) and no entry was taken
--- out by a waiter leaving; 0 when nothing was announced; otherwise it deleted the key
--- holding ARGV[1], or removed the head of the queue while the key is free, or (ARGV[1]
--- "") took out the entry of a waiter that leaves, head or not, key held or not, and
--- published ARGV[1] (ARGV[2] when ARGV[1] is "") on redlock:released:<key>, and returns
--- 1 + the clients that heard it. Every entry taken out before its turn is announced, so
--- each waiter behind it counts one fewer ahead and does not miss its turn.
+-- out by a waiter leaving; 0 when nothing changed; otherwise it deleted the key holding
+-- ARGV[1], or removed an entry (with ARGV[1] "": a waiter that leaves, head or not;
+-- else the lock's own entry, when the key was gone already), and returns 1 + the
+-- clients that heard the notice: when the key is free afterwards, the head of the
+-- queue is told on its Client's channel (fairNotify, from fair_queue.lua, put in front
+-- of this file), with ARGV[1] (ARGV[2] when ARGV[1] is "") as the notice's token; so
+-- is it when the head left while the key is held (see below).
 -- Both the token and the id belong to an Acquire that is over, so a late copy cannot
--- touch a later lock's key or a live waiter's entry.
+-- touch a later lock's key or a live waiter's entry; a late copy that removed nothing
+-- tells nobody.
 local key, queue, leases = KEYS[1], KEYS[2], KEYS[3]
 local token, id = ARGV[1], ARGV[2]
-local wasHead, removed = false, false
+local removed, wasHead = false, false
 if id ~= '' then
   wasHead = redis.call('ZRANGE', queue, 0, 0)[1] == id
   removed = redis.call('ZREM', queue, id) == 1
@@ -39,11 +42,19 @@ elseif cur and cur ~= token then
   return -1
 elseif cur then
   redis.call('DEL', key)
-elseif not (wasHead and removed) then
+  cur = nil
+elseif not removed then
   return 0
 end
-local heard = redis.pcall('PUBLISH', 'redlock:released:' .. key, msg)
-if type(heard) ~= 'number' then
-  heard = 0
+if cur then
+  -- A waiter left while the key is held: its holder's release tells the next head.
+  -- But if it was the head, the new head is told now too: it had an entry ahead at
+  -- its latest attempt, so it would renew only every FairLease/3, and a holder whose
+  -- key expires (it died) announces nothing. Told, it attempts once, finds itself the
+  -- head and polls the key at RetryDelay, as a head does.
+  if wasHead and removed then
+    return 1 + fairNotify(key, queue, leases, msg)
+  end
+  return 1
 end
-return 1 + heard
+return 1 + fairNotify(key, queue, leases, msg)

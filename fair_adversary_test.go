@@ -1,0 +1,143 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// TestFairHeadLeavesWhileHeldThenLockExpires: the head of the queue gives up while the
+// key is held, and the holder never releases (it died: its key expires). The waiter
+// behind, now the head, was told by nobody: at its last attempt it had one entry
+// ahead, so it renews only every FairLease/3 (here 2 s) and not every RetryDelay as a
+// head does, and gets the key long after it expired. (Before head notices, the
+// leaver's removal was announced and counted, so the waiter attempted at once, found
+// itself the head and polled the expired key at RetryDelay.)
+func TestFairHeadLeavesWhileHeldThenLockExpires(t *testing.T) {
+	opts := redlock.Options{Fair: true, FairLease: 6 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	const ttl = 700 * time.Millisecond
+	if _, err := c.client.TryAcquire(ctx, "k", ttl); err != nil { // never released
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(ttl)
+	actx, cancelA := context.WithCancel(ctx)
+	ares := acquireAsync(actx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 1)
+	bres := acquireAsync(ctx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 2)
+	cancelA() // the head leaves while the key is held: nobody is told
+	if r := <-ares; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("A: %v, want context.Canceled", r.err)
+	}
+	r := wantResult(t, "B", bres)
+	defer r.lock.Release(ctx)
+	late := r.at.Sub(expires)
+	t.Logf("B got the lock %v after the holder's key expired", late)
+	if late > 500*time.Millisecond {
+		t.Errorf("B, the head once A left, got the expired lock %v late: it waited for its renewal (FairLease/3)", late)
+	}
+}
+
+// TestFairOldVersionHeadTold: during a rolling upgrade, waiters of the previous version
+// are queued beside this one's. Their ids are plain UUIDs (no "<client>/"), and they
+// listen for releases on redlock:released:KEY, counting them against the entries ahead
+// of them. A release of this version that leaves such a waiter at the head of a free
+// key must still announce it there; fairNotify found no Client in the id and told
+// nobody, so the old waiter waited for its renewal (a third of its lease) at every
+// hand-over to it.
+func TestFairOldVersionHeadTold(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, leases, _ := redlock.FairKeys("k")
+	const old = "5f0c9a52-6d1e-4b8e-9c33-0f6f2d6f9a10" // a waiter id of the previous version
+	var subs []*redis.PubSub
+	for _, a := range c.admin {
+		if err := a.ZAdd(ctx, queue, redis.Z{Score: 1, Member: old}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now().Add(time.Minute).UnixMilli()
+		if err := a.ZAdd(ctx, leases, redis.Z{Score: float64(end), Member: old}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ps := a.Subscribe(ctx, redlock.ReleaseChannel("k")) // as the old waiter's Client
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+			t.Fatal(err)
+		}
+		subs = append(subs, ps)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard := 0
+	for i, ps := range subs {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		m, err := ps.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			t.Logf("node %d: no announcement on %s: %v", i+1, redlock.ReleaseChannel("k"), err)
+			continue
+		}
+		if m.Payload != holder.Token() {
+			t.Errorf("node %d announced %q, want the released token %q", i+1, m.Payload, holder.Token())
+		}
+		heard++
+	}
+	if heard < 2 {
+		t.Errorf("%d of 3 nodes announced the release to the old-version head: it waits for its renewal", heard)
+	}
+}
+
+// TestFairCloseDoesNotWaitForPartialNotice: a notice from one node of three arms a
+// timer for NodeTimeout/5 (partialNotice); Close must not wait for it, since it would
+// only find the Client closed. Before, Close waited the timer out, as it does not for
+// the sweeper's: here 400 ms, with a 2 s NodeTimeout.
+func TestFairCloseDoesNotWaitForPartialNotice(t *testing.T) {
+	opts := redlock.Options{Fair: true, NodeTimeout: 2 * time.Second, FairLease: 20 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := c.newClient(opts)
+	ares := acquireAsync(context.WithoutCancel(ctx), ac, "k", 10*time.Second)
+	c.waitQueued("k", 1)
+	queue, _, _ := redlock.FairKeys("k")
+	ids, err := c.admin[0].ZRange(ctx, queue, 0, -1).Result()
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("queue on node 1: %v, %v", ids, err)
+	}
+	for _, admin := range c.admin[1:] { // only node 1 will name the waiter
+		if err := admin.ZRem(ctx, queue, ids[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the waiter's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // node 1's notice has come: its timer is armed
+	start := time.Now()
+	if err := ac.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	<-ares
+	t.Logf("Close took %v", took)
+	if took > 200*time.Millisecond {
+		t.Errorf("Close took %v: it waited for the partial notice's timer (%v)", took, opts.NodeTimeout/5)
+	}
+}
