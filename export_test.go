@@ -26,6 +26,14 @@ func (c *Client) Waiting(key string) int {
 	return 0
 }
 
+// PartialNotices returns how many partial-notice timers of this Client are armed
+// (queues.partialNotice).
+func (c *Client) PartialNotices() int {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	return len(c.queues.partials)
+}
+
 // ReleaseChannel is the channel on which release.lua announces key's releases.
 var ReleaseChannel = releaseChannel
 

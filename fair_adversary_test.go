@@ -129,7 +129,7 @@ func TestFairCloseDoesNotWaitForPartialNotice(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // node 1's notice has come: its timer is armed
+	eventually(t, "node 1's notice arming the timer", func() bool { return ac.PartialNotices() == 1 })
 	start := time.Now()
 	if err := ac.Close(); err != nil {
 		t.Fatal(err)

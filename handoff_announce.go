@@ -19,7 +19,7 @@ func fairChannel(client, key string) string { return "redlock:fair:" + client + 
 
 // channel returns the channel this Client subscribes to for key's wake-ups.
 func (q *queues) channel(key string) string {
-	if q.c != nil && q.c.opts.Fair {
+	if q.c.opts.Fair {
 		return fairChannel(q.fairID, key)
 	}
 	return releaseChannel(key)

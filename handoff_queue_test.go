@@ -157,7 +157,7 @@ func TestQueueHandoffOffers(t *testing.T) {
 }
 
 func TestQueueIdleSubscribedKeyLingers(t *testing.T) {
-	q := queues{linger: time.Hour}
+	q := queues{c: &Client{}, linger: time.Hour}
 	defer q.close()
 	tk := q.join("k")
 	q.mu.Lock()

@@ -89,7 +89,7 @@ func drawModes(s *Schedule) {
 // would follow each other without a gap, and, as reentrancy allows, keep the key from
 // every other owner for the whole run. Whether the owner's Clients fence is fenced's
 // entry for the owner (the shared owner's name, or "own" for the owners per worker),
-// drawn the first time: every Client of one owner must agree, since a lease taken
+// taken from the first of its Clients: every Client of one owner must agree, since a lease taken
 // without fencing has no token for a fenced hold to join (an error), and a fenced
 // lease gives its token to every hold (the fencing-order check allows that repeat
 // within one owner only).

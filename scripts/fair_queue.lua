@@ -61,7 +61,6 @@ local function fairQueue(queue, leases, counter, id, ticket, lease)
   return nil
 end
 
-
 -- fairNotify tells the head of the queue that the key is free, after a release or a
 -- removal made it so: it drops the entries whose lease ended (so that a dead waiter is
 -- not the one told), then publishes "msg id" on the channel of the head's Client,

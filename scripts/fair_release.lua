@@ -22,7 +22,7 @@
 -- tells nobody.
 local key, queue, leases = KEYS[1], KEYS[2], KEYS[3]
 local token, id = ARGV[1], ARGV[2]
-local removed, wasHead = false, false
+local wasHead, removed = false, false
 if id ~= '' then
   wasHead = redis.call('ZRANGE', queue, 0, 0)[1] == id
   removed = redis.call('ZREM', queue, id) == 1
@@ -46,15 +46,12 @@ elseif cur then
 elseif not removed then
   return 0
 end
-if cur then
-  -- A waiter left while the key is held: its holder's release tells the next head.
-  -- But if it was the head, the new head is told now too: it had an entry ahead at
-  -- its latest attempt, so it would renew only every FairLease/3, and a holder whose
-  -- key expires (it died) announces nothing. Told, it attempts once, finds itself the
-  -- head and polls the key at RetryDelay, as a head does.
-  if wasHead and removed then
-    return 1 + fairNotify(key, queue, leases, msg)
-  end
+-- A waiter that left while the key is held tells nobody: the holder's release tells
+-- the next head. But if it was the head, the new head is told now too: it had an entry
+-- ahead at its latest attempt, so it would renew only every FairLease/3, and a holder
+-- whose key expires (it died) announces nothing. Told, it attempts once, finds itself
+-- the head and polls the key at RetryDelay, as a head does.
+if cur and not (wasHead and removed) then
   return 1
 end
 return 1 + fairNotify(key, queue, leases, msg)
