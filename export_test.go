@@ -16,6 +16,10 @@ func (l *Lock) WaitForCalls() {
 	}
 }
 
+// WaitForCalls waits until none of the Client's node calls is out, clean-ups of
+// failed attempts included. Call it only while no step of the Client runs.
+func (c *Client) WaitForCalls() { c.inFlight.Wait() }
+
 // Waiting returns how many Acquire calls of this Client wait for key.
 func (c *Client) Waiting(key string) int {
 	c.queues.mu.Lock()

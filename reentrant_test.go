@@ -92,10 +92,14 @@ func each(n int, locks ...*redlock.Lock) [][]*redlock.Lock {
 }
 
 // wantHeldElsewhere fails unless a TryAcquire of key by client under ctx finds the key
-// held elsewhere (ErrNotAcquired, not a failure).
+// held elsewhere (ErrNotAcquired, not a failure). It returns once the failed attempt
+// has been cleaned up on every node: a node that took the key for it meanwhile (one
+// where key was free) lists client's hold until then, and a heal sent there would find
+// the key held by another owner.
 func wantHeldElsewhere(t *testing.T, ctx context.Context, client *redlock.Client, who, key string) {
 	t.Helper()
 	l, err := client.TryAcquire(ctx, key, time.Second)
+	client.WaitForCalls()
 	if err == nil {
 		_ = l.Release(ctx)
 		t.Fatalf("%s got %q while it is held", who, key)
