@@ -57,6 +57,7 @@ type grantLog struct {
 	waits    []time.Duration // the wait of every hand-over grant
 	longest  time.Duration   // the longest wait of any grant
 	grantAt  []time.Duration // when each grant came, from base
+	startAt  []time.Duration // when the call of each grant began to wait, from base
 	order    []int           // the worker of each grant
 	open     [][2]time.Duration
 }
@@ -82,6 +83,7 @@ func (g *grantLog) granted(worker int, t0, t1 time.Time) {
 	g.last = worker
 	g.longest = max(g.longest, wait)
 	g.grantAt = append(g.grantAt, t1.Sub(g.base))
+	g.startAt = append(g.startAt, t0.Sub(g.base))
 	g.order = append(g.order, worker)
 }
 
@@ -105,6 +107,10 @@ type hotFigures struct {
 	// ended without one, counted up to the stop (the stop-th grant) at the latest, so a
 	// worker that starves shows here although it has no grant to show.
 	longest time.Duration
+	// overtakes counts the grants, up to the stop, that went to a call which began to
+	// wait after another call that was still waiting then (granted later, or never):
+	// 0 in arrival order.
+	overtakes int
 }
 
 // figures returns the log's numbers for a run that stopped at its stop-th grant
@@ -128,7 +134,26 @@ func (g *grantLog) figures(stop int) hotFigures {
 	for _, o := range g.open {
 		f.longest = max(f.longest, min(o[1], end)-o[0])
 	}
+	f.overtakes = g.overtakesUntil(end)
 	return f
+}
+
+// overtakesUntil counts the grants up to end that overtook a waiting call (see
+// hotFigures.overtakes). The caller holds g.mu.
+func (g *grantLog) overtakesUntil(end time.Duration) int {
+	n := 0
+	earliest := time.Duration(1<<63 - 1) // the earliest start among the later grants
+	for i := len(g.grantAt) - 1; i >= 0; i-- {
+		overtook := g.grantAt[i] <= end && earliest < g.startAt[i]
+		for _, o := range g.open {
+			overtook = overtook || g.grantAt[i] <= end && o[0] < g.startAt[i] && g.grantAt[i] < o[1]
+		}
+		if overtook {
+			n++
+		}
+		earliest = min(earliest, g.startAt[i])
+	}
+	return n
 }
 
 // jain returns Jain's fairness index of xs, (Σx)² / (n·Σx²): 1 when all are equal,

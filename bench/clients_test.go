@@ -100,6 +100,9 @@ func reportClientsHot(b *testing.B, l lib, st benchload.HotStats, f hotFigures) 
 	b.ReportMetric(ms(f.longest), "wait-max-ms")
 	b.ReportMetric(jain(f.counts), "jain")
 	if f.grants > 0 {
+		b.ReportMetric(100*float64(f.overtakes)/float64(f.grants), "overtakes-%")
+	}
+	if f.grants > 0 {
 		cycle := st.Elapsed / time.Duration(f.grants)
 		b.ReportMetric(float64(cycle)/float64(time.Microsecond), "cycle-us")
 		if l.name == "redlock-fair" {

@@ -63,6 +63,11 @@ func TestGrantLog(t *testing.T) {
 	if !slices.Equal(f.waits, ms(3, 4, 7, 7)) || f.longest != 7*time.Millisecond {
 		t.Errorf("waits %v, longest %v; want [3 4 7 7] ms, 7 ms", f.waits, f.longest)
 	}
+	// The second grant (waited from 1 ms) went before the third (waiting since 0), the
+	// fifth (from 4 ms) before the sixth (since 2 ms).
+	if f.overtakes != 2 {
+		t.Errorf("%d overtakes, want 2", f.overtakes)
+	}
 	// A call that failed long before the stop counts in full.
 	g.ended(at(0), at(9))
 	if f := g.figures(7); f.longest != 9*time.Millisecond {
