@@ -29,7 +29,7 @@ var (
 	//go:embed scripts/fair_release.lua
 	fairReleaseLua string
 
-	stepFairTicket  = step{redis.NewScript(fairTicketLua), counter, false, nil}
+	stepFairTicket  = step{redis.NewScript(fairQueueLua + fairTicketLua), drawReply, false, nil}
 	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false, nil}
 	stepFairRelease = step{redis.NewScript(fairQueueLua + fairReleaseLua), released, false, nil}
 	// With Options.Fencing: it answers a refused proposal as text ("-c"), judged as
@@ -49,6 +49,18 @@ func fairReply(v int64) outcome {
 		return outNo
 	}
 	return yesOrNo(v)
+}
+
+// drawReply judges fair_ticket.lua with a waiter id: the number drawn, v when the
+// waiter is the head of the node's queue, −v when entries are ahead of it; either is
+// a yes (the node drew a number and queued the waiter), so the tally's high is the
+// largest number drawn and its yesHigh is negative only if the waiter was behind
+// others on every node that answered.
+func drawReply(v int64) outcome {
+	if v == 0 {
+		return outFailed
+	}
+	return outYes
 }
 
 // fairAhead returns how many entries were ahead of a waiter whose fair attempt t did
@@ -139,10 +151,11 @@ var fairTry = &fairEntry{}
 // names to its KEYS).
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
 	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
+	queues := e.id != "" // a waiter's attempt, not a TryAcquire
 	if req.fence != 0 {
-		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence)}
+		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence), queues: queues}
 	}
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args}
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args, queues: queues}
 }
 
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
@@ -214,10 +227,14 @@ func (q *queues) fairWaiterID() (string, error) {
 	return q.fairID + "/" + id, nil
 }
 
-// run draws the ticket, then attempts until the lock is granted or Acquire fails.
+// run draws the ticket, which queues the waiter, then attempts until the lock is
+// granted or Acquire fails. The first attempt comes right after the draw, unless the
+// draw showed that the waiter is queued behind others, alike on a majority (below).
 func (w *fairWaiter) run() (*Lock, error) {
+	queued := false
 	for w.entry.ticket == 0 {
-		if err := w.draw(); err != nil {
+		var err error
+		if queued, err = w.draw(); err != nil {
 			return nil, err
 		}
 		if w.entry.ticket == 0 {
@@ -225,6 +242,13 @@ func (w *fairWaiter) run() (*Lock, error) {
 				return nil, err
 			}
 		}
+	}
+	if queued {
+		// Behind others: it is told when it is the head of a free key, and renews its
+		// entry (with the ticket, which mends the order where a node drew another
+		// number) a third of a lease from now at the latest.
+		w.ahead = 1
+		w.renewAt = w.c.opts.Clock.Now().Add(w.period())
 	}
 	for {
 		// Taken before the attempt: a notice during it is not missed.
@@ -290,25 +314,29 @@ func (w *fairWaiter) reach(qe *QuorumError) {
 	}
 }
 
-// draw runs fair_ticket.lua on every node and takes the largest answer of a majority
-// as the waiter's ticket. A nil error with no ticket means: try again later.
-func (w *fairWaiter) draw() error {
+// draw runs fair_ticket.lua on every node, which also queues the waiter there with the
+// number it drew, and takes the largest answer of a majority as the waiter's ticket. A
+// nil error with no ticket means: try again later. queued reports that a majority
+// answered that the waiter is behind others, all with the same number (the ticket):
+// there the waiter's entry is in its place already, so an attempt now could only fail.
+func (w *fairWaiter) draw() (queued bool, err error) {
 	c := w.c
 	if !c.enter() {
-		return w.stopped()
+		return false, w.stopped()
 	}
 	defer c.inFlight.Done()
 	keep := 2 * w.entry.lease.Milliseconds()
-	t, errs, ctxErr := c.gather(w.ctx, c.start(w.ctx, stepRequest{step: stepFairTicket, keys: w.keys, args: []any{keep}}), true)
+	args := []any{keep, w.entry.id, w.entry.lease.Milliseconds()}
+	t, errs, ctxErr := c.gather(w.ctx, c.start(w.ctx, stepRequest{step: stepFairTicket, keys: w.keys, args: args}), true)
 	if ctxErr == nil && t.won() {
 		w.entry.ticket = t.high
-		return nil
+		return t.yesHigh < 0 && t.yesLow == t.yesHigh, nil
 	}
 	kind := ErrUnavailable
 	if ctxErr != nil {
 		kind = ErrNotAcquired
 	}
-	return w.failed(c.quorumError("acquire", w.key, t, errs, kind, ctxErr))
+	return false, w.failed(c.quorumError("acquire", w.key, t, errs, kind, ctxErr))
 }
 
 // attemptFair is one round of fair_acquire.lua with the waiter's entry. Nil lock and

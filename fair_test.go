@@ -217,6 +217,91 @@ func TestFairTicketSameOnEveryNode(t *testing.T) {
 	g.wg.Wait()
 }
 
+// TestFairDrawQueuesBehind: a waiter that draws its ticket while others are queued is
+// queued by the draw, with the number each node drew. Where the nodes drew different
+// numbers (their counters differ) it attempts at once, which sets the one ticket on
+// every node; where they drew the same it is in its place already, and the nodes tell
+// it when it is the head. Either way the waiters get the key in arrival order. A
+// waiter that would be the head is queued by its attempt, at once. The waiters' Clients
+// are subscribed to the key's notices beforehand (a new subscription makes every
+// waiter attempt once, which would hide a skipped attempt), and each of the two
+// attempts must come within a second: a waiter that skipped it would put its entry
+// in place only at its renewal, two seconds later with this lease.
+func TestFairDrawQueuesBehind(t *testing.T) {
+	opts := redlock.Options{Fair: true, FairLease: 6 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	q, _, counter := redlock.FairKeys("k")
+	// Each Client waits for k once, so that it stays subscribed (it lingers 5 s).
+	var ws []*redlock.Client
+	first, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := &grants{}
+	for i := range 3 {
+		ws = append(ws, c.newClient(opts))
+		pre.queue(ctx, c, ws[i], "k", i, 0, int64(i+1))
+	}
+	eventually(t, "the Clients' subscriptions", func() bool { return subscribers(ctx, c.admin, "k") >= 3 })
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pre.wg.Wait()
+	c.waitQueued("k", 0)
+
+	holder, err := c.client.TryAcquire(ctx, "k", 10*time.Second) // no queue entry
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &grants{}
+	start := time.Now()
+	g.queue(ctx, c, ws[0], "k", 1, 0, 1) // the head, behind the held key
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("the head was queued %v after its Acquire began", took)
+	}
+	setCounters := func(vs ...int) {
+		for i, a := range c.admin {
+			if err := a.Set(ctx, counter, vs[i], time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setCounters(50, 70, 90) // any two nodes draw different numbers
+	scores := func(rank int64) []float64 {
+		var out []float64
+		for _, a := range c.admin {
+			z := a.ZRangeWithScores(ctx, q, rank, rank).Val()
+			if len(z) != 1 {
+				return nil
+			}
+			out = append(out, z[0].Score)
+		}
+		return out
+	}
+	start = time.Now()
+	g.queue(ctx, c, ws[1], "k", 2, 0, 2) // the draws: 51, 71, 91
+	eventually(t, "waiter 2's ticket (71 or 91) on every node", func() bool {
+		s := scores(1)
+		return len(s) == 3 && s[0] >= 71 && s[0] == s[1] && s[1] == s[2]
+	})
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("waiter 2's ticket was set on every node %v after its Acquire began", took)
+	}
+	setCounters(100, 100, 100)
+	g.queue(ctx, c, ws[2], "k", 3, 0, 3) // every node draws 101
+	if got := scores(2); !slices.Equal(got, []float64{101, 101, 101}) {
+		t.Errorf("waiter 3 queued with scores %v, want 101 on every node", got)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+	if want := []int{1, 2, 3}; !slices.Equal(g.order, want) {
+		t.Errorf("granted in order %v, want %v", g.order, want)
+	}
+}
+
 // deadWaiter queues a waiter on key whose Client then dies (its connections are cut,
 // then its context ends, so its clean-up reaches no node). It returns when the
 // waiter's entries were left behind.

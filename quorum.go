@@ -16,7 +16,7 @@ type tally struct {
 	quorumIn                    time.Duration // how long until a majority had answered (0: never)
 	refused                     int           // of no: refusals by a fencing counter
 	high                        int64         // the largest absolute value of a reply that was not a failure
-	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold)
+	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold, a fair draw)
 	counter                     int64         // the largest counter a refusal reported (fencing steps)
 	noHigh                      int64         // the largest absolute value of a no (a fair waiter's place)
 }
@@ -29,10 +29,10 @@ func (t *tally) add(o outcome, v int64) {
 	switch o {
 	case outYes:
 		t.yes++
-		if t.yes == 1 || v < t.yesLow {
-			t.yesLow = v
+		if t.yes == 1 {
+			t.yesLow, t.yesHigh = v, v
 		}
-		t.yesHigh = max(t.yesHigh, v)
+		t.yesLow, t.yesHigh = min(t.yesLow, v), max(t.yesHigh, v)
 	case outNo:
 		t.no++
 		t.noHigh = max(t.noHigh, v, -v)
@@ -80,6 +80,10 @@ type round struct {
 	// was set; after a handoff the old token stays, for the plain release that
 	// follows).
 	abandoned atomic.Bool
+	// queues: the round's calls also queue or renew a fair waiter's entry
+	// (stepRequest.queues); abandoned does not drop them, since a node they never
+	// reach keeps the number it drew, or no entry, until the next renewal.
+	queues bool
 
 	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
@@ -153,6 +157,8 @@ type stepRequest struct {
 	// node i needs this call at all; a node that does not gets none and counts as
 	// having answered no.
 	need func(i int) bool
+	// queues: the calls queue or renew a fair waiter's entry (round.queues).
+	queues bool
 }
 
 // start queues the step's script for every node at once (each node's sender sends it,
@@ -165,6 +171,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	n := len(c.nodes)
 	r := c.newRound(st, n)
 	r.replies, r.calls = make(chan reply, n), make([]roundCall, n)
+	r.queues = req.queues
 	r.expires = time.Now().Add(c.opts.NodeTimeout)
 	if _, ok := c.opts.Clock.(systemClock); !ok {
 		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)

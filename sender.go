@@ -193,11 +193,13 @@ func (s *sender) send(batch []*nodeCall) {
 // dropped delivers c without sending it if it is no longer wanted, and reports that.
 func (s *sender) dropped(c *nodeCall) bool {
 	switch {
-	case c.r.abandoned.Load():
+	case c.r.abandoned.Load() && !c.r.queues:
 		// Its attempt failed and is being cleaned up: sending the SET now would only
 		// leave a key for the clean-up to delete, possibly after the next attempt's SET
 		// queued behind it met that key. (A dropped handoff call leaves the old
-		// token, which the plain release parked behind it deletes.)
+		// token, which the plain release parked behind it deletes.) A fair waiter's
+		// attempt is still sent: it also puts the waiter's entry in place, and the
+		// clean-up's release, parked behind it, deletes what it may set.
 		s.deliver(c, outNo, 0, nil)
 	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
 		// Waited behind a stalled call past its own node timeout: a stale extend would

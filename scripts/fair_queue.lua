@@ -1,8 +1,9 @@
 -- fair_queue.lua: the queue work of a fair lock (Options.Fair) on one node. Not a
 -- script of its own: the Go side puts it in front of fair_acquire.lua and of
 -- fair_fenced_acquire.lua (after decimal.lua there), which then call fairQueue and take
--- the key only when it returns nil, and of fair_release.lua, which calls fairNotify.
--- See fair_acquire.lua for the KEYS and ARGV.
+-- the key only when it returns nil, of fair_ticket.lua, which queues the waiter with
+-- the number it draws, and of fair_release.lua, which calls fairNotify. See
+-- fair_acquire.lua for the KEYS and ARGV.
 if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
 end
@@ -26,12 +27,14 @@ end
 
 -- fairQueue drops the entries whose lease ended (fairPrune), then for a
 -- TryAcquire (id "") answers 0 when others are queued; for a waiter it queues id with
--- its ticket (ZADD NX: a waiter keeps its first score), raises its lease to now +
--- lease ms, the ticket counter to the ticket and the TTLs of the three keys to two
--- leases (none of them is ever lowered), and answers −(BEHIND − a) when a > 0 entries
--- are ahead of it. It returns nil when the caller may take the key: a TryAcquire with
--- nobody queued, or the head.
-local function fairQueue(queue, leases, counter, id, ticket, lease)
+-- its ticket, raises its lease to now + lease ms, the ticket counter to the ticket and
+-- the TTLs of the three keys to two leases (none of them is ever lowered), and answers
+-- −(BEHIND − a) when a > 0 entries are ahead of it. It returns nil when the caller may
+-- take the key: a TryAcquire with nobody queued, or the head. With drawn (from
+-- fair_ticket.lua) an entry already queued keeps its score; otherwise the score becomes
+-- the ticket, the one number the waiter's Client sends to every node, which replaces
+-- the number this node drew for it (the same ticket in every call of one id).
+local function fairQueue(queue, leases, counter, id, ticket, lease, drawn)
   local now = fairNow()
   fairPrune(queue, leases, now)
   if id == '' then
@@ -44,7 +47,11 @@ local function fairQueue(queue, leases, counter, id, ticket, lease)
   if not ends or tonumber(ends) < now + lease then
     redis.call('ZADD', leases, now + lease, id)
   end
-  redis.call('ZADD', queue, 'NX', ticket, id)
+  if drawn then
+    redis.call('ZADD', queue, 'NX', ticket, id)
+  else
+    redis.call('ZADD', queue, ticket, id)
+  end
   local c = redis.call('GET', counter)
   if not c or tonumber(c) < tonumber(ticket) then
     redis.call('SET', counter, ticket, 'KEEPTTL')

@@ -1,17 +1,27 @@
 -- fair_ticket.lua: draw a place number for a waiter of a fair lock (Options.Fair) on
--- one node. The client takes the largest answer of a majority as the waiter's ticket
--- and sends that one number to every node (fair_acquire.lua), so every node orders the
--- waiters alike.
+-- one node, and queue the waiter with it. The client takes the largest answer of a
+-- majority as the waiter's ticket and sends that one number to every node with each
+-- attempt (fair_acquire.lua), which replaces the number drawn here, so every node
+-- orders the waiters alike.
 --
 -- KEYS[1]  the lock key (unused; keeps the call in the key's slot)
 -- KEYS[2]  the key's waiter queue (sorted set: waiter id, score = ticket)
--- KEYS[3]  the key's waiter leases (unused here)
+-- KEYS[3]  the key's waiter leases
 -- KEYS[4]  the key's ticket counter: an integer, raised by every enqueue to the ticket
 --          it enqueued, with a TTL of at least ARGV[1]
 -- ARGV[1]  how long the counter lives at least, in milliseconds (2 entry leases)
+-- ARGV[2]  optional: the waiter's id; with it, ARGV[3] is its entry lease in ms
 --
--- Returns a number above the counter and above every ticket queued here. A late or
--- repeated copy only raises the counter and its TTL.
+-- Draws v, a number above the counter and above every ticket queued here, and returns
+-- it. With a waiter id, the entries whose lease ended are dropped first; then, if
+-- others are queued, the waiter is queued with v as fairQueue does (an entry of its
+-- own already there keeps its score) and the reply is −v when entries are ahead of it:
+-- its attempt can wait until it is told that it is the head. A waiter that would be
+-- the head is not queued here (its attempt, which comes at once, queues it). A late or
+-- repeated copy only raises the counter and its TTL, and can put a gone waiter's entry
+-- back for one lease, behind the others, as the attempts' copies can.
+
+-- fairPrune, fairNow and fairQueue come from fair_queue.lua, put in front of this file.
 local v = redis.call('INCR', KEYS[4])
 local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
 if top and tonumber(top) >= v then
@@ -20,5 +30,15 @@ if top and tonumber(top) >= v then
 end
 if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[1]) then
   redis.call('PEXPIRE', KEYS[4], ARGV[1])
+end
+if not ARGV[2] or ARGV[2] == '' then
+  return v
+end
+fairPrune(KEYS[2], KEYS[3], fairNow())
+if redis.call('ZCARD', KEYS[2]) == 0 then
+  return v
+end
+if fairQueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), true) then
+  return -v
 end
 return v
