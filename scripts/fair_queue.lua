@@ -35,6 +35,9 @@ end
 -- the ticket, the one number the waiter's Client sends to every node, which replaces
 -- the number this node drew for it (the same ticket in every call of one id).
 local function fairQueue(queue, leases, counter, id, ticket, lease, drawn)
+  if id == '' and redis.call('EXISTS', queue) == 0 then
+    return nil -- nobody queued: the usual case of an uncontended key, in one call
+  end
   local now = fairNow()
   fairPrune(queue, leases, now)
   if id == '' then
@@ -77,6 +80,9 @@ end
 -- number of clients that received it (0 with nobody queued, or a PUBLISH refused, say
 -- by an ACL without channel rights: the announcement is best effort).
 local function fairNotify(key, queue, leases, msg)
+  if redis.call('EXISTS', queue) == 0 then
+    return 0 -- nobody queued (a lease that ended is pruned where a queue is)
+  end
   fairPrune(queue, leases, fairNow())
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head then
