@@ -21,7 +21,7 @@ var (
 	//go:embed scripts/fair_ticket.lua
 	fairTicketLua string
 	//go:embed scripts/fair_queue.lua
-	fairQueueLua string // put in front of the two fair acquire scripts and of the release
+	fairQueueLua string // put in front of the two fair acquire scripts, the ticket draw and the release
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
 	//go:embed scripts/fair_fenced_acquire.lua
@@ -317,8 +317,10 @@ func (w *fairWaiter) reach(qe *QuorumError) {
 // draw runs fair_ticket.lua on every node, which also queues the waiter there with the
 // number it drew, and takes the largest answer of a majority as the waiter's ticket. A
 // nil error with no ticket means: try again later. queued reports that a majority
-// answered that the waiter is behind others, all with the same number (the ticket):
-// there the waiter's entry is in its place already, so an attempt now could only fail.
+// answered that they queued the waiter behind others, all with the same number (the
+// ticket): there the waiter's entry is in its place already, so an attempt now could
+// only fail. A node where the waiter was queued already (a draw before this one) does
+// not say so, since its score there is another number.
 func (w *fairWaiter) draw() (queued bool, err error) {
 	c := w.c
 	if !c.enter() {

@@ -14,12 +14,14 @@
 --
 -- Draws v, a number above the counter and above every ticket queued here, and returns
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
--- others are queued, the waiter is queued with v as fairQueue does (an entry of its
--- own already there keeps its score) and the reply is −v when entries are ahead of it:
--- its attempt can wait until it is told that it is the head. A waiter that would be
--- the head is not queued here (its attempt, which comes at once, queues it). A late or
--- repeated copy only raises the counter and its TTL, and can put a gone waiter's entry
--- back for one lease, behind the others, as the attempts' copies can.
+-- others are queued and the waiter is not, the waiter is queued with v as fairQueue
+-- does and the reply is −v when entries are ahead of it: there its score is v, and
+-- its attempt can wait until it is told that it is the head. Otherwise the reply is v
+-- and nothing is queued: a waiter that would be the head, and one queued here already
+-- (an earlier draw whose reply was lost, or a copy of this one: its score is another
+-- number), attempt at once, and the attempt sets the score. A late or repeated copy
+-- only raises the counter and its TTL, and can put a gone waiter's entry back for one
+-- lease, behind the others, as the attempts' copies can.
 
 -- fairPrune, fairNow and fairQueue come from fair_queue.lua, put in front of this file.
 local v = redis.call('INCR', KEYS[4])
@@ -35,7 +37,7 @@ if not ARGV[2] or ARGV[2] == '' then
   return v
 end
 fairPrune(KEYS[2], KEYS[3], fairNow())
-if redis.call('ZCARD', KEYS[2]) == 0 then
+if redis.call('ZCARD', KEYS[2]) == 0 or redis.call('ZSCORE', KEYS[2], ARGV[2]) then
   return v
 end
 if fairQueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), true) then
