@@ -318,10 +318,10 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // token, are skipped. Each release is sent only after that node's acquire call has
 // returned, so the DEL cannot overtake the SET; an acquire call still queued, not sent,
 // is dropped instead and needs no release (a fair waiter's is sent: it also queues the
-// waiter). It runs on a context the caller cannot
-// cancel. It waits (at most the node timeout) only for the nodes whose acquire call has
-// returned already; releases queued behind a silent node finish in the background (see
-// Close), so a waiter is not held up by a node that does not answer.
+// waiter). It runs on a context the caller cannot cancel. It waits (at most the node
+// timeout) only for the nodes whose acquire call has returned already; releases queued
+// behind a silent node finish in the background (see Close), so a waiter is not held
+// up by a node that does not answer.
 func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round) {
 	ctx = context.WithoutCancel(ctx)
 	ready := make([]bool, len(r.calls))

@@ -31,8 +31,9 @@ func (t *tally) add(o outcome, v int64) {
 		t.yes++
 		if t.yes == 1 {
 			t.yesLow, t.yesHigh = v, v
+		} else {
+			t.yesLow, t.yesHigh = min(t.yesLow, v), max(t.yesHigh, v)
 		}
-		t.yesLow, t.yesHigh = min(t.yesLow, v), max(t.yesHigh, v)
 	case outNo:
 		t.no++
 		t.noHigh = max(t.noHigh, v, -v)

@@ -2,7 +2,7 @@
 -- script of its own: the Go side puts it in front of fair_acquire.lua and of
 -- fair_fenced_acquire.lua (after decimal.lua there), which then call fairQueue and take
 -- the key only when it returns nil, of fair_ticket.lua, which queues the waiter with
--- the number it draws, and of fair_release.lua, which calls fairNotify. See
+-- the number it draws (fairEnqueue), and of fair_release.lua, which calls fairNotify. See
 -- fair_acquire.lua for the KEYS and ARGV.
 if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
@@ -25,36 +25,18 @@ local function fairNow()
   return tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 end
 
--- fairQueue drops the entries whose lease ended (fairPrune), then for a
--- TryAcquire (id "") answers 0 when others are queued; for a waiter it queues id with
--- its ticket, raises its lease to now + lease ms, the ticket counter to the ticket and
--- the TTLs of the three keys to two leases (none of them is ever lowered), and answers
--- −(BEHIND − a) when a > 0 entries are ahead of it. It returns nil when the caller may
--- take the key: a TryAcquire with nobody queued, or the head. With drawn (from
--- fair_ticket.lua) an entry already queued keeps its score; otherwise the score becomes
--- the ticket, the one number the waiter's Client sends to every node, which replaces
--- the number this node drew for it (the same ticket in every call of one id).
-local function fairQueue(queue, leases, counter, id, ticket, lease, drawn)
-  if id == '' and redis.call('EXISTS', queue) == 0 then
-    return nil -- nobody queued: the usual case of an uncontended key, in one call
-  end
-  local now = fairNow()
-  fairPrune(queue, leases, now)
-  if id == '' then
-    if redis.call('ZCARD', queue) > 0 then
-      return 0 -- others are queued: a TryAcquire does not jump the queue
-    end
-    return nil
-  end
+-- fairEnqueue queues the waiter id with its ticket (the score becomes the ticket: an
+-- attempt's ticket, the one number the waiter's Client sends to every node, replaces
+-- the number this node drew for it, and every call of one id sends the same ticket),
+-- raises its lease to now + lease ms, the ticket counter to the ticket and the TTLs of
+-- the three keys to two leases (none of them is ever lowered), and answers
+-- −(BEHIND − a) when a > 0 entries are ahead of it, nil for the head.
+local function fairEnqueue(queue, leases, counter, id, ticket, lease, now)
   local ends = redis.call('ZSCORE', leases, id)
   if not ends or tonumber(ends) < now + lease then
     redis.call('ZADD', leases, now + lease, id)
   end
-  if drawn then
-    redis.call('ZADD', queue, 'NX', ticket, id)
-  else
-    redis.call('ZADD', queue, ticket, id)
-  end
+  redis.call('ZADD', queue, ticket, id)
   local c = redis.call('GET', counter)
   if not c or tonumber(c) < tonumber(ticket) then
     redis.call('SET', counter, ticket, 'KEEPTTL')
@@ -69,6 +51,25 @@ local function fairQueue(queue, leases, counter, id, ticket, lease, drawn)
     return -(BEHIND - ahead)
   end
   return nil
+end
+
+-- fairQueue drops the entries whose lease ended (fairPrune), then for a TryAcquire
+-- (id "") answers 0 when others are queued; for a waiter it queues id with its ticket
+-- (fairEnqueue). It returns nil when the caller may take the key: a TryAcquire with
+-- nobody queued, or the head.
+local function fairQueue(queue, leases, counter, id, ticket, lease)
+  if id == '' and redis.call('EXISTS', queue) == 0 then
+    return nil -- nobody queued: the usual case of an uncontended key, in one call
+  end
+  local now = fairNow()
+  fairPrune(queue, leases, now)
+  if id == '' then
+    if redis.call('ZCARD', queue) > 0 then
+      return 0 -- others are queued: a TryAcquire does not jump the queue
+    end
+    return nil
+  end
+  return fairEnqueue(queue, leases, counter, id, ticket, lease, now)
 end
 
 -- fairNotify tells the head of the queue that the key is free, after a release or a

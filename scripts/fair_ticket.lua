@@ -14,16 +14,16 @@
 --
 -- Draws v, a number above the counter and above every ticket queued here, and returns
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
--- others are queued and the waiter is not, the waiter is queued with v as fairQueue
--- does and the reply is −v when entries are ahead of it: there its score is v, and
--- its attempt can wait until it is told that it is the head. Otherwise the reply is v
+-- others are queued and the waiter is not, the waiter is queued behind them with v, as
+-- an attempt would queue it (fairEnqueue), and the reply is −v: there its score is v,
+-- and its attempt can wait until it is told that it is the head. Otherwise the reply is v
 -- and nothing is queued: a waiter that would be the head, and one queued here already
 -- (an earlier draw whose reply was lost, or a copy of this one: its score is another
 -- number), attempt at once, and the attempt sets the score. A late or repeated copy
 -- only raises the counter and its TTL, and can put a gone waiter's entry back for one
 -- lease, behind the others, as the attempts' copies can.
 
--- fairPrune, fairNow and fairQueue come from fair_queue.lua, put in front of this file.
+-- fairPrune, fairNow and fairEnqueue come from fair_queue.lua, put in front of this file.
 local v = redis.call('INCR', KEYS[4])
 local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
 if top and tonumber(top) >= v then
@@ -36,11 +36,11 @@ end
 if not ARGV[2] or ARGV[2] == '' then
   return v
 end
-fairPrune(KEYS[2], KEYS[3], fairNow())
+local now = fairNow()
+fairPrune(KEYS[2], KEYS[3], now)
 if redis.call('ZCARD', KEYS[2]) == 0 or redis.call('ZSCORE', KEYS[2], ARGV[2]) then
   return v
 end
-if fairQueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), true) then
-  return -v
-end
-return v
+-- Others are queued and v is above their tickets: the waiter goes behind them.
+fairEnqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), now)
+return -v
