@@ -21,6 +21,8 @@ import (
 // A parked call, once free, goes before the calls queued while it waited: the clean-up
 // of an attempt that gave up on a slow node must reach that node before the SET of
 // the next attempt for the same key, which would otherwise meet the stale key there.
+// So a batch ends with a call that has calls parked behind it (batchEnd), and calls to
+// one key keep their order within a pipeline although EVALSHA may fail (keyAgain).
 
 // sender queues one node's calls and sends them.
 type sender struct {
@@ -149,13 +151,34 @@ func (s *sender) loop() {
 		all := append(append(s.batch[:0], s.front...), s.queue...)
 		clear(s.front)
 		s.front = s.front[:0]
-		clear(s.queue)
-		s.queue = s.queue[:0]
+		cut := batchEnd(all)
+		// What follows the cut stays queued, in order, behind the calls its batch
+		// frees (they go to s.front).
+		s.queue = append(s.queue[:0], all[cut:]...)
+		clear(all[cut:])
+		all = all[:cut]
 		s.mu.Unlock()
 		s.send(all)
 		clear(all)
 		s.batch = all[:0]
 	}
+}
+
+// batchEnd returns how many of the calls taken, in order, go out in one batch: all of
+// them, unless a call has later calls parked behind it (roundCall.next). Those must
+// reach the node before every call queued while they waited, so the batch ends with
+// that call, and the rest waits for the next batch, behind the freed calls. Without
+// the cut a SET queued behind an acquire call that had not left yet went out in the
+// same pipeline, before the release parked behind that acquire: it met the key about
+// to be deleted and was refused there (TestParkedCallsGoBeforeItsBatch). The caller
+// holds s.mu.
+func batchEnd(calls []*nodeCall) int {
+	for k, c := range calls {
+		if c.r.calls[c.i].next != nil {
+			return k + 1
+		}
+	}
+	return len(calls)
 }
 
 // send judges whether each call is still wanted, sends those that are, and delivers
@@ -259,6 +282,17 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	s.inFlight.Done()
 }
 
+// keyAgain reports whether a call after batch[k] names the same key: then batch[k] must
+// run on the node before it, which a call answered NOSCRIPT and sent again would not.
+func keyAgain(batch []*nodeCall, k int) bool {
+	for _, c := range batch[k+1:] {
+		if c.keys[0] == batch[k].keys[0] {
+			return true
+		}
+	}
+	return false
+}
+
 // latest returns the context of the batch's call whose deadline is the latest (one
 // without a deadline wins).
 func latest(batch []*nodeCall) context.Context {
@@ -276,7 +310,9 @@ func latest(batch []*nodeCall) context.Context {
 }
 
 // exec runs a batch on the node: one call as a plain command, several as a pipeline. A
-// call whose script the node has lost (NOSCRIPT) is sent again on its own with EVAL.
+// call whose script the node has lost (NOSCRIPT) is sent again on its own with EVAL,
+// after the rest of its pipeline has run; so a call that a later call of the batch for
+// the same key must follow goes as EVAL in the first place.
 func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	rdb := s.nd.rdb
 	if len(batch) == 1 {
@@ -286,7 +322,13 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	}
 	pipe := rdb.Pipeline()
 	cmds := s.cmds[:0]
-	for _, c := range batch {
+	for k, c := range batch {
+		if keyAgain(batch, k) {
+			// EVALSHA could fail with NOSCRIPT and run again after the later call for
+			// the same key: EVAL runs it in its place (TestNoScriptKeepsTheOrder).
+			cmds = append(cmds, c.st.script.Eval(ctx, pipe, c.keys, c.args...))
+			continue
+		}
 		cmds = append(cmds, pipe.EvalSha(ctx, c.st.script.Hash(), c.keys, c.args...))
 	}
 	defer func() { clear(cmds); s.cmds = cmds }()

@@ -146,16 +146,7 @@ func TestAbandonedCallsAreNotSent(t *testing.T) {
 	if err := c.admin[0].Set(ctx, "queued", "foreign", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var other *redlock.Lock
-	holdNext(t, gate, func() {
-		var err error
-		if other, err = c.client.TryAcquire(ctx, "other", time.Minute); err != nil {
-			t.Error(err) // nodes 1 and 2 grant it
-		}
-	})
-	if other == nil {
-		t.FailNow()
-	}
+	other := busyNode3(t, c, gate)
 	_, err := c.client.TryAcquire(ctx, "queued", time.Minute)
 	if !errors.Is(err, redlock.ErrUnavailable) {
 		t.Fatalf("attempt X: got %v, want ErrUnavailable (node 3 silent)", err)
@@ -164,8 +155,48 @@ func TestAbandonedCallsAreNotSent(t *testing.T) {
 	eventually(t, "X's and Y's calls in node 3's queue", func() bool { return c.client.Queued(2) >= 2 })
 	gate.release()
 	wantGranted(c, "queued", <-y)
-	if err := other.Release(ctx); err != nil {
-		t.Fatal(err)
+	release(t, other)
+}
+
+// busyNode3 keeps node 3's sender busy: it takes a lock on key "other", which nodes 1
+// and 2 grant, and returns once node 3 has run its call and the reply is held (until
+// gate.release).
+func busyNode3(t *testing.T, c *cluster, gate *replyGate) *redlock.Lock {
+	t.Helper()
+	var other *redlock.Lock
+	holdNext(t, gate, func() {
+		var err error
+		if other, err = c.client.TryAcquire(t.Context(), "other", time.Minute); err != nil {
+			t.Error(err)
+		}
+	})
+	if other == nil {
+		t.FailNow()
+	}
+	return other
+}
+
+// wantEverywhere fails the test unless attempt Y got the lock and, once its calls and
+// those of the earlier lock l have returned, every node holds it; then releases it.
+func wantEverywhere(c *cluster, key string, y result, l *redlock.Lock) {
+	c.t.Helper()
+	if y.err != nil {
+		c.t.Fatalf("attempt Y: %v", y.err)
+	}
+	y.lock.WaitForCalls()
+	l.WaitForCalls()
+	tok := y.lock.Token()
+	c.wantValues(key, tok, tok, tok)
+	release(c.t, y.lock)
+}
+
+// release releases locks, failing the test on an error.
+func release(t *testing.T, locks ...*redlock.Lock) {
+	t.Helper()
+	for _, l := range locks {
+		if err := l.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -211,15 +242,7 @@ func TestFailedHandoffWithUnsentCall(t *testing.T) {
 	if err := c.admin[0].Set(ctx, "baton", "foreign", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var other *redlock.Lock
-	holdNext(t, gate, func() {
-		if other, err = c.client.TryAcquire(ctx, "other", time.Minute); err != nil {
-			t.Error(err)
-		}
-	})
-	if other == nil {
-		t.FailNow()
-	}
+	other := busyNode3(t, c, gate)
 	released := make(chan error, 1)
 	go func() { released <- holder.Release(ctx) }()
 	// The handoff gave up: its clean-up removed the new token from node 2, where
@@ -234,9 +257,66 @@ func TestFailedHandoffWithUnsentCall(t *testing.T) {
 	r := wantResult(t, "the waiter", waiter) // by its own attempts
 	r.lock.WaitForCalls()
 	c.wantValues("baton", "foreign", r.lock.Token(), r.lock.Token())
-	for _, l := range []*redlock.Lock{r.lock, other} {
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
+	release(t, r.lock, other)
+}
+
+// TestParkedCallsGoBeforeItsBatch: a release parked behind its lock's acquire call,
+// which had not left yet, reaches the node before a later lock's SET that queued
+// behind that acquire call. Node 3's sender is busy with another lock's call, whose
+// reply is held. Lock L is granted by nodes 1 and 2 while its SET waits in node 3's
+// queue; L's release there is parked behind that SET; attempt Y's SET queues behind
+// it. Once the reply comes, L's SET must go out alone, then the release, then Y's SET;
+// had Y's SET gone out with L's, it would have met L's key there, and node 3 would be
+// left empty once the release landed.
+func TestParkedCallsGoBeforeItsBatch(t *testing.T) {
+	c, gate, _ := gatedCluster(t)
+	ctx := t.Context()
+	other := busyNode3(t, c, gate)
+	l, err := c.client.TryAcquire(ctx, "batched", time.Minute)
+	if err != nil {
+		t.Fatal(err) // nodes 1 and 2 grant it
 	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err) // nodes 1 and 2 delete it; node 3's delete is parked
+	}
+	y := tryAsync(c, "batched")
+	eventually(t, "L's and Y's SETs in node 3's queue", func() bool { return c.client.Queued(2) >= 2 })
+	gate.release()
+	wantEverywhere(c, "batched", <-y, l)
+	release(t, other)
+}
+
+// TestNoScriptKeepsTheOrder: calls to one key that leave in one pipeline run on the
+// node in their order, also when the node has lost the first call's script. Node 3
+// forgot its scripts (SCRIPT FLUSH, as after a restart) and then ran the acquire
+// script again, so it knows that one but not the release script. Its sender is busy
+// with another call; lock L's release and then attempt Y's SET for the same key queue
+// behind it and leave together. Sent as EVALSHA, the release would fail with NOSCRIPT
+// and run again on its own after Y's SET had met L's key there: node 3 would be left
+// empty.
+func TestNoScriptKeepsTheOrder(t *testing.T) {
+	c, gate, _ := gatedCluster(t)
+	ctx := t.Context()
+	l, err := c.client.TryAcquire(ctx, "order", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.WaitForCalls()
+	if err := c.admin[2].ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	warm, err := c.client.TryAcquire(ctx, "warm-acquire", time.Minute) // loads acquire.lua only
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm.WaitForCalls()
+	other := busyNode3(t, c, gate)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err) // nodes 1 and 2 delete it; node 3's delete waits in its queue
+	}
+	y := tryAsync(c, "order")
+	eventually(t, "L's release and Y's SET in node 3's queue", func() bool { return c.client.Queued(2) >= 2 })
+	gate.release()
+	wantEverywhere(c, "order", <-y, l)
+	release(t, other, warm)
 }
