@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,8 +22,9 @@ import (
 // A parked call, once free, goes before the calls queued while it waited: the clean-up
 // of an attempt that gave up on a slow node must reach that node before the SET of
 // the next attempt for the same key, which would otherwise meet the stale key there.
-// So a batch ends with a call that has calls parked behind it (batchEnd), and calls to
-// one key keep their order within a pipeline although EVALSHA may fail (keyAgain).
+// So a batch ends with a call that has calls parked behind it and a later call for the
+// same key (batchEnd), and calls to one key keep their order within a pipeline although
+// EVALSHA may fail (againBuf, exec).
 
 // sender queues one node's calls and sends them.
 type sender struct {
@@ -44,6 +46,7 @@ type sender struct {
 	// The goroutine's own buffers, reused from batch to batch.
 	batch []*nodeCall
 	cmds  []*redis.Cmd
+	again againBuf
 }
 
 // senderIdle is how long a sender goroutine waits for another call before it exits.
@@ -151,7 +154,7 @@ func (s *sender) loop() {
 		all := append(append(s.batch[:0], s.front...), s.queue...)
 		clear(s.front)
 		s.front = s.front[:0]
-		cut := batchEnd(all)
+		cut := batchEnd(all, s.again.of(all))
 		// What follows the cut stays queued, in order, behind the calls its batch
 		// frees (they go to s.front).
 		s.queue = append(s.queue[:0], all[cut:]...)
@@ -165,16 +168,19 @@ func (s *sender) loop() {
 }
 
 // batchEnd returns how many of the calls taken, in order, go out in one batch: all of
-// them, unless a call has later calls parked behind it (roundCall.next). Those must
+// them, unless a call has later calls parked behind it (roundCall.next) and a call
+// after it in calls names the same key (again[k], see againBuf). The parked calls must
 // reach the node before every call queued while they waited, so the batch ends with
 // that call, and the rest waits for the next batch, behind the freed calls. Without
 // the cut a SET queued behind an acquire call that had not left yet went out in the
 // same pipeline, before the release parked behind that acquire: it met the key about
-// to be deleted and was refused there (TestParkedCallsGoBeforeItsBatch). The caller
-// holds s.mu.
-func batchEnd(calls []*nodeCall) int {
+// to be deleted and was refused there (TestParkedCallsGoBeforeItsBatch). Calls for
+// other keys are not held back: a node that lags, where most SETs have a release
+// parked behind them, still drains its backlog in a few batches
+// (TestSlowNodeDrainsInFewBatches). The caller holds s.mu.
+func batchEnd(calls []*nodeCall, again []bool) int {
 	for k, c := range calls {
-		if c.r.calls[c.i].next != nil {
+		if again[k] && c.r.calls[c.i].next != nil {
 			return k + 1
 		}
 	}
@@ -282,15 +288,43 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	s.inFlight.Done()
 }
 
-// keyAgain reports whether a call after batch[k] names the same key: then batch[k] must
-// run on the node before it, which a call answered NOSCRIPT and sent again would not.
-func keyAgain(batch []*nodeCall, k int) bool {
-	for _, c := range batch[k+1:] {
-		if c.keys[0] == batch[k].keys[0] {
-			return true
+// againBuf finds, for each call of a batch, whether a later call of the batch names
+// the same key (keys[0], the lock key in every step): then the call must run on the
+// node before that one. Its buffers are reused from batch to batch.
+type againBuf struct {
+	again []bool
+	seen  map[string]struct{}
+}
+
+// againScan is the batch size up to which againBuf compares keys pairwise; larger
+// batches (a stalled node's backlog) go through a map, so that the work stays linear.
+const againScan = 16
+
+// of returns again[k] for each call of calls; valid until the next call of of.
+func (a *againBuf) of(calls []*nodeCall) []bool {
+	a.again = slices.Grow(a.again[:0], len(calls))[:len(calls)]
+	clear(a.again)
+	if len(calls) <= againScan {
+		for k, c := range calls {
+			for _, d := range calls[k+1:] {
+				if d.keys[0] == c.keys[0] {
+					a.again[k] = true
+					break
+				}
+			}
 		}
+		return a.again
 	}
-	return false
+	if a.seen == nil {
+		a.seen = make(map[string]struct{})
+	}
+	clear(a.seen)
+	for k := len(calls) - 1; k >= 0; k-- {
+		key := calls[k].keys[0]
+		_, a.again[k] = a.seen[key]
+		a.seen[key] = struct{}{}
+	}
+	return a.again
 }
 
 // latest returns the context of the batch's call whose deadline is the latest (one
@@ -322,11 +356,15 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	}
 	pipe := rdb.Pipeline()
 	cmds := s.cmds[:0]
+	again := s.again.of(batch)
+	var loaded []*redis.Script // the scripts this pipeline sends as EVAL, in order
 	for k, c := range batch {
-		if keyAgain(batch, k) {
+		if again[k] && !slices.Contains(loaded, c.st.script) {
 			// EVALSHA could fail with NOSCRIPT and run again after the later call for
-			// the same key: EVAL runs it in its place (TestNoScriptKeepsTheOrder).
+			// the same key: EVAL runs it in its place (TestNoScriptKeepsTheOrder), and
+			// the pipeline's later calls of the script can use EVALSHA.
 			cmds = append(cmds, c.st.script.Eval(ctx, pipe, c.keys, c.args...))
+			loaded = append(loaded, c.st.script)
 			continue
 		}
 		cmds = append(cmds, pipe.EvalSha(ctx, c.st.script.Hash(), c.keys, c.args...))

@@ -1,10 +1,14 @@
 package redlock_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -18,11 +22,21 @@ import (
 // below wait a node timeout of 500 ms for node 3.
 func gatedCluster(t *testing.T) (c *cluster, gate, others *replyGate) {
 	t.Helper()
+	return gatedClusterWith(t, nil)
+}
+
+// gatedClusterWith is gatedCluster with an extra hook on node 3's connections, before
+// the gate (nil: none).
+func gatedClusterWith(t *testing.T, extra redis.Hook) (c *cluster, gate, others *replyGate) {
+	t.Helper()
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	rdbs := redistest.Clients(servers)
 	gate, others = newReplyGate(), newReplyGate()
 	rdbs[0].AddHook(others)
 	rdbs[1].AddHook(others)
+	if extra != nil {
+		rdbs[2].AddHook(extra)
+	}
 	rdbs[2].AddHook(gate)
 	client, err := redlock.New(rdbs, redlock.Options{NodeTimeout: 500 * time.Millisecond})
 	if err != nil {
@@ -319,4 +333,61 @@ func TestNoScriptKeepsTheOrder(t *testing.T) {
 	gate.release()
 	wantEverywhere(c, "order", <-y, l)
 	release(t, other, warm)
+}
+
+// tripCounter counts the round trips (plain commands and pipelines) to a node.
+type tripCounter struct{ trips atomic.Int64 }
+
+func (*tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		p.trips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (p *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.trips.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestSlowNodeDrainsInFewBatches: a lagging node still drains its backlog in a few
+// batches when calls have releases parked behind them. Node 3's sender is busy with a
+// held reply; K locks on K different keys are granted by nodes 1 and 2 and released,
+// so node 3's queue holds K SETs, each with a release parked behind it. No two share a
+// key, so no batch needs to end early (batchEnd); a cut after every such call, as
+// first written (found by review), took K+1 round trips for the backlog: one lock per
+// round trip, so a node under load could fall behind for good.
+func TestSlowNodeDrainsInFewBatches(t *testing.T) {
+	const K = 20
+	var trips tripCounter
+	c, gate, _ := gatedClusterWith(t, &trips)
+	client := c.client
+	ctx := t.Context()
+	other := busyNode3(t, c, gate)
+	locks := make([]*redlock.Lock, K)
+	for k := range locks {
+		l, err := client.TryAcquire(ctx, fmt.Sprintf("cut-%d", k), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil { // parked behind its SET on node 3
+			t.Fatal(err)
+		}
+		locks[k] = l
+	}
+	eventually(t, "the SETs in node 3's queue", func() bool { return client.Queued(2) >= K })
+	before := trips.trips.Load()
+	gate.release()
+	for _, l := range locks {
+		l.WaitForCalls()
+	}
+	got := trips.trips.Load() - before
+	t.Logf("node 3 took %d round trips for %d SETs and %d releases on distinct keys", got, K, K)
+	if got > 5 {
+		t.Errorf("%d round trips for a backlog of %d independent locks, want at most 5 (4 without any cut): "+
+			"the batch is cut after every call with a parked call, whatever its key", got, K)
+	}
+	release(t, other)
 }

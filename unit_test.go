@@ -2,7 +2,9 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -290,6 +292,24 @@ func TestFairAhead(t *testing.T) {
 		}
 		if got := fairAhead(tl); got != tc.want {
 			t.Errorf("%s: fairAhead = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAgainBuf: againBuf marks each call that a later call of its batch for the same
+// key must follow, alike in the pairwise scan of small batches and through the map of
+// large ones.
+func TestAgainBuf(t *testing.T) {
+	var a againBuf
+	for _, n := range []int{0, 1, 5, againScan, againScan + 1, 200} {
+		calls := make([]*nodeCall, n)
+		want := make([]bool, n)
+		for k := range calls {
+			calls[k] = &nodeCall{keys: []string{fmt.Sprintf("k%d", k%7), "other"}}
+			want[k] = k+7 < n
+		}
+		if got := a.of(calls); !slices.Equal(got, want) {
+			t.Errorf("%d calls: again = %v, want %v", n, got, want)
 		}
 	}
 }
