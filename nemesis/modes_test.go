@@ -157,9 +157,14 @@ func TestGenerateModes(t *testing.T) {
 func TestRunShortReentrant(t *testing.T) {
 	// The schedule's sessions are random: a short run now and then has no overlap of one
 	// owner's holds to show. A violation fails at once; missing coverage tries the next
-	// seed, up to five (seed 1 draws one owner for every Client).
-	for seed := uint64(1); seed <= 5; seed++ {
+	// seed whose schedule has an owner shared by two Clients, up to five.
+	tried := 0
+	for seed := uint64(1); seed <= 200 && tried < 5; seed++ {
 		s := Generate(seed, Reentrant)
+		if !sharesOwner(s) {
+			continue
+		}
+		tried++
 		s.Length = 3 * time.Second
 		res := runPassing(t, s)
 		nested, shared, owners := reentrantCoverage(res)
@@ -168,7 +173,22 @@ func TestRunShortReentrant(t *testing.T) {
 			return
 		}
 	}
-	t.Errorf("five seeds without nested holds, one owner's holds overlapping across workers, and two owners granted")
+	t.Errorf("%d seeds with a shared owner without nested holds, one owner's holds overlapping across workers, and two owners granted", tried)
+}
+
+// sharesOwner reports whether two Clients of s acquire for one shared owner.
+func sharesOwner(s *Schedule) bool {
+	seen := map[string]bool{}
+	for _, c := range s.Clients() {
+		if c.Owner == "" || c.OwnerPerWorker {
+			continue
+		}
+		if seen[c.Owner] {
+			return true
+		}
+		seen[c.Owner] = true
+	}
+	return false
 }
 
 // TestRunShortReentrantFenced runs short reentrant schedules whose owners fence on
@@ -276,5 +296,40 @@ func TestRunShortFair(t *testing.T) {
 	t.Logf("%d grants, %d of them after more than %v of waiting", res.Check.Grants, waited, OvertakeMargin)
 	if res.Check.Grants == 0 || waited == 0 {
 		t.Errorf("grants %d, waited longer than the margin %d: want both > 0\n%s", res.Check.Grants, waited, s)
+	}
+}
+
+// TestRunShortClusterMembers runs a short mixed schedule with fenced Clients and a
+// short fair schedule, each with Cluster members among its nodes (NodeSpec.Cluster:
+// a one-master Redis Cluster reached through a ClusterClient), on real redis-server
+// processes: they must pass the checks and grant locks, fenced ones in the first.
+func TestRunShortClusterMembers(t *testing.T) {
+	for _, f := range []Family{Mixed, Fair} {
+		var s *Schedule
+		for seed := uint64(1); seed <= 300 && s == nil; seed++ {
+			g := Generate(seed, f)
+			members, fenced := 0, false
+			for _, n := range g.Nodes {
+				if n.Cluster {
+					members++
+				}
+			}
+			for _, c := range g.Clients() {
+				fenced = fenced || c.Fencing
+			}
+			if members > 0 && (fenced || f == Fair) {
+				s = g
+			}
+		}
+		if s == nil {
+			t.Fatalf("no %s seed up to 300 with Cluster members", f)
+		}
+		s.Length = 3 * time.Second
+		res := runPassing(t, s)
+		tokens, _ := fencedCoverage(res)
+		t.Logf("%s seed %d: %d grants, %d fenced", f, s.Seed, res.Check.Grants, tokens)
+		if res.Check.Grants == 0 || f == Mixed && tokens == 0 {
+			t.Errorf("%s seed %d: %d grants, %d fenced, want both above 0\n%s", f, s.Seed, res.Check.Grants, tokens, s)
+		}
 	}
 }
