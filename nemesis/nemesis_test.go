@@ -247,8 +247,14 @@ func TestSoak(t *testing.T) {
 		ops += res.Check.Ops
 		grants += res.Check.Grants
 		records += len(res.Records)
-		fmt.Printf("nemesis: seed %d family %s: %d records, %d grants, %d operations checked, %d faults, %v\n",
-			seed, family, len(res.Records), res.Check.Grants, res.Check.Ops, len(res.Faults), res.WorkersRun.Round(time.Millisecond))
+		members := 0
+		for _, n := range res.Schedule.Nodes {
+			if n.Cluster {
+				members++
+			}
+		}
+		fmt.Printf("nemesis: seed %d family %s: %d records, %d grants, %d operations checked, %d faults, %d Cluster members, %v\n",
+			seed, family, len(res.Records), res.Check.Grants, res.Check.Ops, len(res.Faults), members, res.WorkersRun.Round(time.Millisecond))
 		if !res.Check.OK() {
 			for _, v := range res.Check.Violations {
 				fmt.Printf("NEMESIS VIOLATION seed=%d family=%s: %s\n", seed, family, v)

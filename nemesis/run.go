@@ -55,6 +55,10 @@ func Run(t testing.TB, s *Schedule, outDir string) (*Result, error) {
 		if ns.Rate != 1 {
 			o.Clock = &redlocktest.Clock{Rate: ns.Rate}
 		}
+		if ns.Cluster {
+			nodes = append(nodes, redlocktest.StartCluster(t, 1, o).Masters[0])
+			continue
+		}
 		nodes = append(nodes, redlocktest.Start(t, o))
 	}
 	resource := redlocktest.Start(t, redlocktest.Options{})

@@ -100,6 +100,10 @@ type ClientSpec struct {
 type NodeSpec struct {
 	AOF  bool    // appendonly yes, appendfsync always (else no persistence)
 	Rate float64 // wall-clock rate under libfaketime; 1 means a real clock
+	// Cluster: the node is a Redis Cluster of one master holding every slot, and the
+	// Clients reach it with a go-redis ClusterClient, as a Cluster member of the quorum
+	// (the fencing counter and the fair queue then take Cluster key names).
+	Cluster bool
 }
 
 // FaultKind names a fault of a schedule.
@@ -195,7 +199,7 @@ func (s *Schedule) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d family %s length %v ttl %v (max %v) keys %v\n", s.Seed, s.Family, s.Length, s.TTL, s.MaxTTL, s.Keys)
 	for i, n := range s.Nodes {
-		fmt.Fprintf(&b, "  node %d: aof %v rate %.4f\n", i+1, n.AOF, n.Rate)
+		fmt.Fprintf(&b, "  node %d: aof %v rate %.4f cluster %v\n", i+1, n.AOF, n.Rate, n.Cluster)
 	}
 	c := 0
 	for p, cs := range s.Procs {
@@ -318,6 +322,7 @@ func Generate(seed uint64, f Family) *Schedule {
 		}
 	}
 	drawModes(s)
+	drawMembers(s)
 	for _, p := range s.Procs {
 		for _, c := range p {
 			if c.Duplicate > 0 {

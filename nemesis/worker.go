@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -67,6 +68,22 @@ type worker struct {
 // runWorker runs one worker process: it sets up its Clients, says "ready", starts on
 // "go", stops starting sessions on "stop" (or when stdin closes), finishes the ones
 // under way (releasing their locks), closes everything and says "done".
+// clusterMember returns the ClusterClient of a Cluster member (NodeSpec.Cluster) that
+// the Client reaches through its proxy at addr. The cluster's one master holds every
+// slot; the slot map is given (ClusterSlots), so the client never learns the master's
+// own address from CLUSTER SLOTS and every call goes through the proxy and its faults.
+func clusterMember(addr string) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
+			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: addr}}}}, nil
+		},
+		DialTimeout:  250 * time.Millisecond,
+		ReadTimeout:  500 * time.Millisecond,
+		WriteTimeout: 500 * time.Millisecond,
+		MaxRetries:   -1,
+	})
+}
+
 func runWorker(specJSON string) error {
 	var spec workerSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
@@ -81,7 +98,7 @@ func runWorker(specJSON string) error {
 	defer res.Close()
 
 	var clients []*redlock.Client
-	var rdbs []*redis.Client
+	var rdbs []io.Closer
 	var dups []*redlocktest.Duplicator
 	var workers []*worker
 	wid := spec.FirstWorker
@@ -89,6 +106,13 @@ func runWorker(specJSON string) error {
 		global := spec.FirstClient + i
 		nodes := make([]redis.UniversalClient, len(spec.Proxies[i]))
 		for n, addr := range spec.Proxies[i] {
+			if s.Nodes[n].Cluster {
+				// No duplicates here: the Duplicator wraps a plain client's connection.
+				cc := clusterMember(addr)
+				rdbs = append(rdbs, cc)
+				nodes[n] = cc
+				continue
+			}
 			rdb := redis.NewClient(&redis.Options{
 				Addr:         addr,
 				DialTimeout:  250 * time.Millisecond,
