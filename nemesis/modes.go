@@ -199,14 +199,14 @@ func (w *worker) nested(ctx context.Context, base Record, outer *redlock.Lock) {
 }
 
 // drawMembers makes some nodes of s Cluster members (NodeSpec.Cluster): in Mixed,
-// Reentrant and Fair one schedule in three has one or two of them, so that fencing,
+// Reentrant, Fair and Fenced one schedule in three has one or two of them, so that fencing,
 // reentrant holds and fair queues meet Cluster key names under the same faults as
 // plain nodes (a review found fencing broken on Cluster members, which no schedule
 // had). It draws from a generator of its own, so the other draws of a seed stay what
 // they were before.
 func drawMembers(s *Schedule) {
 	switch s.Family {
-	case Mixed, Reentrant, Fair:
+	case Mixed, Reentrant, Fair, Fenced:
 	default:
 		return
 	}

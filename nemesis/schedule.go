@@ -40,10 +40,14 @@ const (
 	// Fair: every Client uses Options.Fair on one key, no faults; the fairness check
 	// looks for waiters overtaken by later arrivals.
 	Fair Family = "fair"
+	// Fenced: every Client uses Options.Fencing on one key, on durable nodes, with
+	// the faults of Mixed: leases change hands between Clients all the time, so a
+	// Client's last counter is often behind and it proposes a stale token.
+	Fenced Family = "fenced"
 )
 
 // Families lists every family; a soak cycles through them.
-var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend, Reentrant, Fair}
+var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend, Reentrant, Fair, Fenced}
 
 // ParseFamily returns the family named s.
 func ParseFamily(s string) (Family, error) {
@@ -232,7 +236,7 @@ func Generate(seed uint64, f Family) *Schedule {
 	}
 	s.Checkers.Availability = true
 
-	fencing := f == Mixed && chance(0.5)
+	fencing := f == Mixed && chance(0.5) || f == Fenced
 	for i := range s.Nodes {
 		s.Nodes[i] = NodeSpec{AOF: fencing || chance(0.5), Rate: 1}
 		if f == Mixed && chance(0.3) {
@@ -248,7 +252,7 @@ func Generate(seed uint64, f Family) *Schedule {
 		for range 2 + r.IntN(2) {
 			c := ClientSpec{Workers: 1 + r.IntN(3), NodeTimeout: 50 * time.Millisecond, RetryMax: 50 * time.Millisecond, Sessions: all}
 			if fencing {
-				c.Fencing = chance(0.6)
+				c.Fencing = f == Fenced || chance(0.6)
 			}
 			if f == Mixed && chance(0.25) {
 				c.Duplicate, c.DupDelay = 0.05+0.3*r.Float64(), between(10*time.Millisecond, s.TTL)
