@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -32,33 +33,36 @@ func fairLease(c ClientSpec) time.Duration { return max(500*time.Millisecond, 10
 
 // drawModes gives the Clients of s their reentrant or fair mode: in Mixed a quarter
 // of the schedules are fair (every Client), otherwise each Client acquires for an
-// owner with a chance of 0.3; in Reentrant every Client has an owner, and three
-// schedules in four fence (every owner's Clients alike, see giveOwner); in Fair every
+// owner with a chance of 0.3; in Reentrant every Client has an owner, and each owner
+// fences as drawn below (every owner's Clients alike, see giveOwner); in Fair every
 // Client is fair. It draws from a generator of its own, so the other draws of a seed
 // (Clients, faults) stay what they were before the modes existed.
 func drawModes(s *Schedule) {
 	r := rand.New(rand.NewPCG(s.Seed, 0x6d6f646573))
 	fenced := map[string]bool{} // an owner's fencing (giveOwner)
 	shared := 0.5               // the chance that giveOwner picks a shared owner
-	if s.Family == Reentrant && r.Float64() < 0.75 {
-		// Fenced owners: nearly every one (an owner fences as its first Client drew),
-		// on nodes that keep their counters across a restart (AOF), as Mixed's fenced
-		// schedules have them. Leases must change hands between Clients, so that one
-		// Client's last counter falls behind and it proposes a stale token (the
-		// reentrant-fence-no-check mutant needs that): fewer shared owners, whose
-		// Clients in both processes can keep one lease going for most of a run.
-		// (With one schedule in two fenced and 0.6 and 0.5 drawn as in Mixed, 1
-		// schedule in 11 had several fenced Clients of one owner, and the mutant
-		// survived 11 schedules.) Three schedules in four fence: the other mutants of
-		// this family are caught in fenced schedules as well.
+	if s.Family == Reentrant {
+		// Every schedule draws fencing per owner, so that most have both kinds: the
+		// owners of each worker's own ("own", most Clients) fence with a chance of
+		// 0.75, each shared owner with 0.25. A fenced lease must change hands between
+		// Clients, so that one Client's last counter falls behind and it proposes a
+		// stale token (reentrant-fence-no-check needs that); an unfenced owner runs
+		// reentrant_acquire.lua, which reentrant-any-owner breaks. Fewer shared owners
+		// (0.25): the Clients of one shared owner in both processes keep one lease
+		// going for most of a run. (With one schedule in two fenced, and fencing and
+		// sharing drawn as in Mixed, 1 schedule in 11 had several fenced Clients of one
+		// owner, and the fencing mutant survived 11 schedules.) Nodes keep their
+		// counters across a restart (AOF) when anyone fences, as Mixed's fenced
+		// schedules have them.
 		shared = 0.25
-		for p := range s.Procs {
-			for c := range s.Procs[p] {
-				s.Procs[p][c].Fencing = r.Float64() < 0.9
-			}
+		fenced["own"] = r.Float64() < 0.75
+		for _, o := range sharedOwners {
+			fenced[o] = r.Float64() < 0.25
 		}
-		for i := range s.Nodes {
-			s.Nodes[i].AOF = true
+		if slices.Contains(slices.Collect(maps.Values(fenced)), true) {
+			for i := range s.Nodes {
+				s.Nodes[i].AOF = true
+			}
 		}
 	}
 	for p := range s.Procs {

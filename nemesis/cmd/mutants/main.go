@@ -118,9 +118,10 @@ var mutants = []mutant{{
 	Name: "reentrant-fence-no-check",
 	What: "reentrant_fenced_acquire.lua starts a lease with a proposal at or below the counter",
 	// A stale proposal needs a Client whose last counter fell behind other Clients'
-	// leases. The reentrant family's fenced schedules (three in four) make that
-	// likely: nearly every owner fences there and few share an owner, so leases
-	// change hands between Clients. (In Mixed it took from 17 s to over 5 minutes.)
+	// leases. The reentrant family makes that likely: the owners of each worker's own
+	// (most Clients) fence with a chance of 0.75 and few Clients share an owner, so
+	// fenced leases change hands between Clients. (In Mixed it took from 17 s to over
+	// 5 minutes.)
 	Family: "reentrant",
 	Check:  "fencing order",
 	Edits: []edit{{File: "scripts/reentrant_fenced_acquire.lua",
