@@ -192,6 +192,11 @@ type clientSettings struct {
 // or Sentinel-managed), *redis.ClusterClient and *redis.Ring, and any type that embeds
 // one of them. The options hold the values after go-redis applied its defaults:
 // MaxRetries 0 means off for a plain client or a Ring (-1 given), -1 for a Cluster.
+// A ClusterClient also re-sends a command after a network error, CLUSTERDOWN or
+// LOADING, and follows MOVED and ASK, up to MaxRedirects times (3 by default), which
+// is not read here: a Cluster being resharded needs the redirects, and every script
+// is safe when a copy of a command arrives again ("Late and repeated commands" in
+// docs/design.md); MaxRedirects: -1 turns both off.
 func readClientSettings(rdb redis.UniversalClient) clientSettings {
 	switch c := rdb.(type) {
 	case interface{ Options() *redis.Options }:

@@ -3,7 +3,6 @@ package nemesis
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -53,16 +52,11 @@ func drawModes(s *Schedule) {
 		// sharing drawn as in Mixed, 1 schedule in 11 had several fenced Clients of one
 		// owner, and the fencing mutant survived 11 schedules.) Nodes keep their
 		// counters across a restart (AOF) when anyone fences, as Mixed's fenced
-		// schedules have them.
+		// schedules have them (set below, once the Clients have their owners).
 		shared = 0.25
 		fenced["own"] = r.Float64() < 0.75
 		for _, o := range sharedOwners {
 			fenced[o] = r.Float64() < 0.25
-		}
-		if slices.Contains(slices.Collect(maps.Values(fenced)), true) {
-			for i := range s.Nodes {
-				s.Nodes[i].AOF = true
-			}
 		}
 	}
 	for p := range s.Procs {
@@ -83,6 +77,11 @@ func drawModes(s *Schedule) {
 					giveOwner(r, cl, fenced, shared)
 				}
 			}
+		}
+	}
+	if s.Family == Reentrant && slices.ContainsFunc(s.Clients(), func(c ClientSpec) bool { return c.Fencing }) {
+		for i := range s.Nodes { // after the owners are drawn: only if a Client fences
+			s.Nodes[i].AOF = true
 		}
 	}
 	if s.Family == Mixed && r.Float64() < 0.25 {

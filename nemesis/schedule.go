@@ -339,6 +339,11 @@ func Generate(seed uint64, f Family) *Schedule {
 	return s
 }
 
+// clusterWritableDelay is how long after its restart a Cluster node still refuses
+// keyed commands: Redis keeps a restarted master's cluster state failing for 2 s
+// (CLUSTER_WRITABLE_DELAY), plus a margin for the cluster cron.
+const clusterWritableDelay = 2100 * time.Millisecond
+
 // faults draws the fault timeline of s. At most two nodes are killed or paused at any
 // moment (a majority stays up); a node without persistence stays down for longer than
 // the largest TTL (the documented condition for a restart without persistence).
@@ -423,11 +428,17 @@ func faults(r *rand.Rand, s *Schedule) []Fault {
 			f = Fault{Kind: FaultClientPause, Start: start, End: start + between(5*time.Millisecond, 40*time.Millisecond), Process: r.IntN(len(s.Procs))}
 		}
 		if f.Kind == FaultKill || f.Kind == FaultPause {
-			if busy(f.Start, f.End) >= 2 || !free(f.Nodes[0], f.Start, f.End) {
+			end := f.End
+			if f.Kind == FaultKill && s.Nodes[f.Nodes[0]].Cluster {
+				// A restarted Cluster node answers PING at once but refuses keyed
+				// commands (CLUSTERDOWN) until its state is ok, about 2 s later.
+				end += clusterWritableDelay
+			}
+			if busy(f.Start, end) >= 2 || !free(f.Nodes[0], f.Start, end) {
 				continue
 			}
-			down = append(down, [2]time.Duration{f.Start, f.End})
-			nodeBusy[f.Nodes[0]] = append(nodeBusy[f.Nodes[0]], [2]time.Duration{f.Start, f.End})
+			down = append(down, [2]time.Duration{f.Start, end})
+			nodeBusy[f.Nodes[0]] = append(nodeBusy[f.Nodes[0]], [2]time.Duration{f.Start, end})
 		}
 		out = append(out, f)
 	}

@@ -65,15 +65,17 @@ type worker struct {
 	owner            string // WithOwner's owner for every Acquire ("" none)
 }
 
-// runWorker runs one worker process: it sets up its Clients, says "ready", starts on
-// "go", stops starting sessions on "stop" (or when stdin closes), finishes the ones
-// under way (releasing their locks), closes everything and says "done".
 // clusterMember returns the ClusterClient of a Cluster member (NodeSpec.Cluster) that
 // the Client reaches through its proxy at addr. The cluster's one master holds every
 // slot; the slot map is given (ClusterSlots), so the client never learns the master's
 // own address from CLUSTER SLOTS and every call goes through the proxy and its faults.
+// A ClusterClient re-sends a command after a network error, CLUSTERDOWN or LOADING,
+// and follows MOVED and ASK, up to MaxRedirects times (3 by default, whatever
+// MaxRetries says): -1 turns that off, as MaxRetries is off for the plain nodes.
+// Addrs names the member in the library's node names (cluster[addr]).
 func clusterMember(addr string) *redis.ClusterClient {
 	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{addr},
 		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) {
 			return []redis.ClusterSlot{{Start: 0, End: 16383, Nodes: []redis.ClusterNode{{Addr: addr}}}}, nil
 		},
@@ -81,9 +83,13 @@ func clusterMember(addr string) *redis.ClusterClient {
 		ReadTimeout:  500 * time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond,
 		MaxRetries:   -1,
+		MaxRedirects: -1,
 	})
 }
 
+// runWorker runs one worker process: it sets up its Clients, says "ready", starts on
+// "go", stops starting sessions on "stop" (or when stdin closes), finishes the ones
+// under way (releasing their locks), closes everything and says "done".
 func runWorker(specJSON string) error {
 	var spec workerSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
