@@ -91,6 +91,10 @@ mutants: deps
 # test takes one -fuzz target per run), then how many inputs each one executed. A
 # failing input is written to testdata/fuzz/<target>/ and stops the run.
 # FuzzKeysAndTTLs starts redis-server processes (three per fuzzing process).
+# Go before 1.27 may fail a run that found nothing with a bare "context deadline
+# exceeded" at the end of FUZZTIME, a race in its fuzzing coordinator
+# (go.dev/issue/75804); such a run, with no failing input written, counts as passed
+# and says so.
 .PHONY: fuzz
 FUZZTIME ?= 10s
 FUZZTARGETS ?= FuzzNewFromURLs FuzzJudge FuzzKeysAndTTLs FuzzFenceKey
@@ -102,6 +106,10 @@ fuzz: deps
 		log=$$(mktemp); \
 		go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s . 2>&1 | tee $$log; \
 		status=$${PIPESTATUS[0]}; \
+		if [ $$status -ne 0 ] && grep -q '^    context deadline exceeded$$' $$log && ! grep -q 'Failing input written' $$log; then \
+			echo "== $$target: the end-of-fuzztime race of Go's fuzzing coordinator (go.dev/issue/75804), no failing input: passed"; \
+			status=0; \
+		fi; \
 		execs=$$(grep -o 'execs: [0-9]*' $$log | tail -1 | cut -d' ' -f2); \
 		rm -f $$log; \
 		summary+="$$(printf '%-18s %12s executions' $$target "$${execs:-0}")"$$'\n'; \
