@@ -154,7 +154,7 @@ func (s *sender) loop() {
 		all := append(append(s.batch[:0], s.front...), s.queue...)
 		clear(s.front)
 		s.front = s.front[:0]
-		cut := batchEnd(all, s.again.of(all))
+		cut := batchEnd(all, &s.again)
 		// What follows the cut stays queued, in order, behind the calls its batch
 		// frees (they go to s.front).
 		s.queue = append(s.queue[:0], all[cut:]...)
@@ -169,16 +169,21 @@ func (s *sender) loop() {
 
 // batchEnd returns how many of the calls taken, in order, go out in one batch: all of
 // them, unless a call has later calls parked behind it (roundCall.next) and a call
-// after it in calls names the same key (again[k], see againBuf). The parked calls must
-// reach the node before every call queued while they waited, so the batch ends with
-// that call, and the rest waits for the next batch, behind the freed calls. Without
-// the cut a SET queued behind an acquire call that had not left yet went out in the
-// same pipeline, before the release parked behind that acquire: it met the key about
-// to be deleted and was refused there (TestParkedCallsGoBeforeItsBatch). Calls for
-// other keys are not held back: a node that lags, where most SETs have a release
-// parked behind them, still drains its backlog in a few batches
-// (TestSlowNodeDrainsInFewBatches). The caller holds s.mu.
-func batchEnd(calls []*nodeCall, again []bool) int {
+// after it in calls names the same key. The parked calls must reach the node before
+// every call queued while they waited, so the batch ends with that call, and the rest
+// waits for the next batch, behind the freed calls. Without the cut a SET queued
+// behind an acquire call that had not left yet went out in the same pipeline, before
+// the release parked behind that acquire: it met the key about to be deleted and was
+// refused there (TestParkedCallsGoBeforeItsBatch). Calls for other keys are not held
+// back: a node that lags, where most SETs have a release parked behind them, still
+// drains its backlog in a few batches (TestSlowNodeDrainsInFewBatches). Calls with
+// parked calls behind them are rare, so the keys are compared (through a, linear in
+// the batch) only when there is one. The caller holds s.mu.
+func batchEnd(calls []*nodeCall, a *againBuf) int {
+	if !slices.ContainsFunc(calls, func(c *nodeCall) bool { return c.r.calls[c.i].next != nil }) {
+		return len(calls)
+	}
+	again := a.of(calls)
 	for k, c := range calls {
 		if again[k] && c.r.calls[c.i].next != nil {
 			return k + 1
