@@ -60,7 +60,10 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lo
 	if owner != "" || !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
-		c.pause(ctx, c.queues.yielding(key, c.opts.Clock.Now()))
+		yield, gone := c.queues.yielding(key, c.opts.Clock.Now())
+		c.pause(ctx, yield)
+		// After yielding, the woken Clients' heads race for the key: ask its lead first.
+		w.lead = leadHint{first: yield > 0, gone: gone}
 		w.seen = c.queues.wakes(key)
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
@@ -104,7 +107,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	if err := c.check(key, ttl); err != nil {
 		return nil, err
 	}
-	lock, qe, err := c.try(ctx, key, ttl)
+	lock, qe, err := c.try(ctx, key, ttl, leadHint{})
 	if lock != nil || err != nil {
 		return lock, err
 	}
@@ -120,12 +123,13 @@ func (c *Client) check(key string, ttl time.Duration) error {
 }
 
 // try runs one attempt registered with Close, and records a granted lock for this
-// Client's waiters. err is set when the attempt could not run at all.
-func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
+// Client's waiters. err is set when the attempt could not run at all. lead may ask
+// the key's lead node first.
+func (c *Client) try(ctx context.Context, key string, ttl time.Duration, lead leadHint) (*Lock, *QuorumError, error) {
 	if !c.enter() {
 		return nil, nil, closedError(key)
 	}
-	lock, qe, err := c.attempt(ctx, key, ttl)
+	lock, qe, err := c.attempt(ctx, key, ttl, lead)
 	if lock != nil && c.isClosed() {
 		// Shutdown began while the attempt was out, and may have returned already:
 		// grant nothing after it.
@@ -141,7 +145,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration) (*Lock,
 
 // attempt is one attempt of the algorithm (see rounds), with fairTry's entry for a
 // Client with Options.Fair: it takes the key only if nobody is queued.
-func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*Lock, *QuorumError, error) {
+func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, lead leadHint) (*Lock, *QuorumError, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, c.quorumError("acquire", key, newTally(len(c.nodes)), nil, ErrNotAcquired, err), nil
 	}
@@ -149,7 +153,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, nil, err
 	}
-	req := roundRequest{key: key, owner: owner, ttl: ttl}
+	req := roundRequest{key: key, owner: owner, ttl: ttl, lead: lead}
 	if c.opts.Fair {
 		if owner != "" {
 			return nil, nil, fairOwnerError(key)
@@ -240,6 +244,18 @@ type roundRequest struct {
 	fence int64
 	// fair, with Options.Fair, is the waiter's queue entry (fairTry for TryAcquire).
 	fair *fairEntry
+	// lead: a plain acquire (no owner, fencing or fair entry) may ask the key's lead
+	// node first; other acquires ignore it.
+	lead leadHint
+}
+
+// leadHint asks an attempt to go lead-first (stepRequest.leadFirst), after the
+// release of token gone was heard ("" when not known): a lead whose key still holds
+// that token answers so (acquire.lua's ARGV[3]), and the attempt asks the other nodes
+// anyway (round.followLead) instead of taking it for a lost race.
+type leadHint struct {
+	first bool
+	gone  string
 }
 
 // stepRequest returns the acquire step that req sends to every node.
@@ -247,7 +263,14 @@ func (req roundRequest) stepRequest() stepRequest {
 	if req.fair != nil {
 		return req.fair.stepRequest(req)
 	}
-	return acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
+	sr := acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
+	if req.lead.first && req.owner == "" && req.fence == 0 { // stepAcquire
+		sr.leadFirst = true
+		if req.lead.gone != "" {
+			sr.args = append(sr.args, req.lead.gone)
+		}
+	}
+	return sr
 }
 
 // round is one acquisition round: it grants the lock with a majority and validity

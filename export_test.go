@@ -1,6 +1,9 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // LoseAt records a loss at at, as KeepAlive does when it finds that the machine was
 // suspended (clockGap): Until reports no later time from then on.
@@ -78,3 +81,20 @@ func (l *Lock) HasObserverRecord() bool {
 	defer l.op.Unlock()
 	return l.lastRound != nil && l.lastRound.obs != nil
 }
+
+// TryAcquireLeadFirst is TryAcquire with its one attempt asking key's lead node first,
+// as an Acquire does after a wake-up by the release of token gone (leadHint).
+func (c *Client) TryAcquireLeadFirst(ctx context.Context, key string, ttl time.Duration, gone string) (*Lock, error) {
+	if err := c.check(key, ttl); err != nil {
+		return nil, err
+	}
+	lock, qe, err := c.try(ctx, key, ttl, leadHint{first: true, gone: gone})
+	if lock != nil || err != nil {
+		return lock, err
+	}
+	return nil, qe
+}
+
+// Lead returns the index of key's lead node (Client.lead), or -1 when its attempts
+// ask every node at once.
+func (c *Client) Lead(key string) int { return c.lead(key) }

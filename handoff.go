@@ -50,7 +50,7 @@ type queues struct {
 
 	// yields holds, per key this Client released while other Clients listened, until
 	// when a new Acquire of this Client for the key lets them go first (see yielding).
-	yields map[string]time.Time
+	yields map[string]yieldRecord
 
 	start     sync.Once
 	listeners []*listener // one per node, made at the first subscription
@@ -224,7 +224,7 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	// A fair waiter attempts when the nodes name it the head (notice): this Client
 	// does not know which of the waiters that is.
 	if kq != nil && !q.c.opts.Fair {
-		kq.courtesy = courtesy
+		kq.courtesy, kq.gone = courtesy, l.token
 		kq.wakeUp(courtesy > 0)
 	}
 	others := heard - 1
@@ -235,17 +235,17 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 		return
 	}
 	if q.yields == nil {
-		q.yields = make(map[string]time.Time)
+		q.yields = make(map[string]yieldRecord)
 	}
 	if len(q.yields) >= maxYields {
-		for key, until := range q.yields {
-			if !now.Before(until) {
+		for key, y := range q.yields {
+			if !now.Before(y.until) {
 				delete(q.yields, key)
 			}
 		}
 	}
 	if len(q.yields) < maxYields {
-		q.yields[l.key] = now.Add(yield)
+		q.yields[l.key] = yieldRecord{until: now.Add(yield), gone: l.token}
 	}
 }
 
@@ -261,23 +261,30 @@ func (q *queues) othersQueued(key string, now time.Time) bool {
 	if kq := q.keys[key]; kq != nil && len(kq.queue) > 0 {
 		return true
 	}
-	until, ok := q.yields[key]
+	y, ok := q.yields[key]
 	delete(q.yields, key)
-	return ok && now.Before(until)
+	return ok && now.Before(y.until)
 }
 
 // yielding returns how long an Acquire for key should wait before its first attempt:
 // this Client released the key a moment ago while other Clients waited for it, and
 // they were woken at that moment. Without stepping back, the releaser's immediate
 // attempt would often beat them all and the handoff would not happen. It is asked
-// once: the record is consumed.
-func (q *queues) yielding(key string, now time.Time) time.Duration {
+// once: the record is consumed. gone is the released token (for leadHint).
+func (q *queues) yielding(key string, now time.Time) (d time.Duration, gone string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	until, ok := q.yields[key]
+	y, ok := q.yields[key]
 	if !ok {
-		return 0
+		return 0, ""
 	}
 	delete(q.yields, key)
-	return until.Sub(now)
+	return y.until.Sub(now), y.gone
+}
+
+// yieldRecord is queues.yields' entry for a key: until when a new Acquire yields, and
+// the token whose release it yields to.
+type yieldRecord struct {
+	until time.Time
+	gone  string
 }

@@ -63,6 +63,7 @@ func (q *queues) notice(channel, msg string) {
 	}
 	kq.courtesy = 0
 	if !q.c.opts.Fair {
+		kq.gone = msg
 		kq.wakeUp(true)
 		return
 	}

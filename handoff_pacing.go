@@ -71,6 +71,15 @@ func (t *ticket) pause(took time.Duration) time.Duration {
 	return wakePause(t.kq.remote, t.kq.courtesy, took, rand.N[time.Duration])
 }
 
+// pauseLed is pause for a head whose next attempt asks the key's lead node first: the
+// lead keeps woken heads from splitting the votes, so no jitter; a courtesy still holds.
+// It also returns the token whose release made the latest wake-up (keyQueue.gone).
+func (t *ticket) pauseLed() (time.Duration, string) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return wakePause(t.kq.remote, t.kq.courtesy, 0, nil), t.kq.gone
+}
+
 // courtesyFor returns the courtesy a release gives other Clients (see wakePause): after
 // a release that ended a run of maxHandoffs (capped) and that other Clients heard
 // (heard > 1: release.lua answers 1 + the clients that heard it), courtesyFactor times

@@ -24,6 +24,7 @@ type keyQueue struct {
 	notices    map[string]noticed // released token → the nodes that announced it so far
 	noticeSeq  uint64             // notices' tokens heard so far (noticed.seq)
 	remote     bool               // the latest wake-up came from the nodes, not this Client
+	gone       string             // the token whose release made the latest wake-up, if known
 	offer      *offer             // the waiting head's standing request for a handoff
 	handoffs   int                // handoffs in a row since the last plain release
 	courtesy   time.Duration      // see released

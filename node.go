@@ -26,7 +26,7 @@ var (
 	//go:embed scripts/handoff.lua
 	handoffLua string
 
-	stepAcquire       = step{redis.NewScript(acquireLua), yesOrNo, false, nil}
+	stepAcquire       = step{redis.NewScript(acquireLua), acquireReply, false, nil}
 	stepRelease       = step{redis.NewScript(releaseLua), released, false, nil}
 	stepExtend        = step{redis.NewScript(extendLua), yesOrNo, false, nil}
 	stepFenceRead     = step{redis.NewScript(decimalLua + fenceReadLua), counter, true, nil}
@@ -49,6 +49,19 @@ type step struct {
 	// a waiter's place as a negative integer, in ranges that overlap.
 	text func(v int64) outcome
 }
+
+// acquireReply judges acquire.lua: 1 yes; 0, or 2 (the key still holds the token
+// whose release was announced: replyGoneHere), no.
+func acquireReply(v int64) outcome {
+	if v == replyGoneHere {
+		return outNo
+	}
+	return yesOrNo(v)
+}
+
+// replyGoneHere is acquire.lua's answer that the key still holds the token given as
+// released: the release has not reached the node yet (round.followLead).
+const replyGoneHere = 2
 
 // yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).
 func yesOrNo(v int64) outcome {
@@ -112,6 +125,7 @@ type node struct {
 	rdb     redis.UniversalClient
 	s       *sender // queues and sends the calls to this node (sender.go)
 	cluster bool    // rdb is a Redis Cluster client: a fencing counter needs KEY's slot
+	hash    uint64  // FNV-1a of name: its rank for a key's lead (Client.lead)
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a

@@ -72,7 +72,7 @@ type round struct {
 	calls    []roundCall      // calls[i] is the call to node i
 	expires  time.Time        // when the node timeout of the round's calls ends (system clock)
 	timeout  <-chan time.Time // the same for another Clock: its After, taken at the start
-	deadline time.Time        // for calls queued behind an earlier call still out
+	deadline time.Time        // for calls queued behind an earlier call still out, or a lead's
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
@@ -85,6 +85,15 @@ type round struct {
 	// (stepRequest.queues); abandoned does not drop them, since a node they never
 	// reach keeps the number it drew, or no entry, until the next renewal.
 	queues bool
+	// held, in a lead-first round (stepRequest.leadFirst), are the calls to every node
+	// but the lead (held[lead] has no call): none is queued until the lead's call has
+	// returned (followLead). Nil in other rounds; neither changes after start.
+	held []heldCall
+	lead int
+	// leadDone is set by whichever comes first, the lead's reply (followLead) or
+	// leadWait's timer (leadSilent); leadTimer is that timer.
+	leadDone  atomic.Bool
+	leadTimer *time.Timer
 
 	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
@@ -112,6 +121,68 @@ func (r *round) finished() {
 		r.cancel = nil // only the last call gets here
 	}
 }
+
+// heldCall is a lead-first round's call to one node, and that node's sender (for the
+// lead: its sender, and no call).
+type heldCall struct {
+	s *sender
+	c *nodeCall
+}
+
+// followLead runs once the lead's call of a lead-first round has returned with out and
+// reply v. If the lead answered that another token holds the key, the attempt is lost
+// whatever the others say: their calls are not sent and count as that answer (as with
+// stepRequest.need), so a waiter that lost the race for a release costs one call, and
+// nothing needs cleaning up. So it is when the lead answered only at the round's
+// deadline (a stalled lead): the round is over, and a SET sent now would only leave a
+// key for the clean-up. Otherwise (a yes; the released token still there, its
+// release not arrived yet; or a quick failure: the others may still make a majority)
+// they are queued now. It runs on the lead node's sender goroutine.
+func (r *round) followLead(out outcome, v int64) {
+	if !r.leadDone.CompareAndSwap(false, true) {
+		return // leadSilent has sent them
+	}
+	r.leadTimer.Stop()
+	for _, h := range r.held {
+		switch {
+		case h.c == nil: // the lead's own slot
+		case out == outNo && v != replyGoneHere, !h.s.clock.Now().Before(r.deadline):
+			h.s.deliver(h.c, outNo, 0, nil)
+		default:
+			h.s.enqueue(h.c, nil)
+		}
+	}
+}
+
+// leadSilent runs when a lead-first round's lead has not answered within leadWait: the
+// lead may be down, stalled or just slow, so the other calls go out now and may still
+// make a majority in the time left. The Client does not lead with that node for
+// leadRest (Client.lead), even if its calls succeed meanwhile (a slow node does
+// answer), so that one attempt in leadRest pays this wait, not every one.
+func (r *round) leadSilent() {
+	if !r.leadDone.CompareAndSwap(false, true) {
+		return // the lead answered first
+	}
+	for _, h := range r.held {
+		if h.c == nil {
+			h.s.noLeadUntil.Store(time.Now().Add(leadRest(h.s.timeout)).UnixNano())
+		} else {
+			h.s.enqueue(h.c, nil)
+		}
+	}
+}
+
+// leadWait is how long a lead-first round waits for its lead before it asks the other
+// nodes anyway: half the node timeout, which leaves them the other half. A lead
+// that answers at all answers far sooner (one round trip), so the wait is paid only
+// when the lead is down or stalled.
+func leadWait(nodeTimeout time.Duration) time.Duration { return nodeTimeout / 2 }
+
+// leadRest is how long a Client does not lead with a node that was silent for
+// leadWait: 20 node timeouts (1 s by default), so that a slow node costs at most one
+// attempt in 20 node timeouts half a node timeout, and a node that recovered leads
+// again soon.
+func leadRest(nodeTimeout time.Duration) time.Duration { return 20 * nodeTimeout }
 
 // answer records node i's outcome and delivers its reply.
 func (r *round) answer(i int, out outcome, v int64, err error) {
@@ -160,6 +231,12 @@ type stepRequest struct {
 	need func(i int) bool
 	// queues: the calls queue or renew a fair waiter's entry (round.queues).
 	queues bool
+	// leadFirst: send the call to the key's lead node (Client.lead) first, and the
+	// others only once it has answered (round.followLead). For a plain acquire after
+	// a release that several Clients may have heard: one of them wins the lead, and
+	// only it asks the other nodes, so the votes cannot split. Ignored with after, or
+	// when the key has no usable lead.
+	leadFirst bool
 }
 
 // start queues the step's script for every node at once (each node's sender sends it,
@@ -177,7 +254,7 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	if _, ok := c.opts.Clock.(systemClock); !ok {
 		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)
 	}
-	if after != nil {
+	if after != nil || req.leadFirst {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
@@ -191,6 +268,8 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	for i := range c.nodes {
 		r.calls[i].done = make(chan struct{})
 	}
+	lead := c.leadFor(r, req)
+	var leadCall *nodeCall
 	var withCounter [2][]string // a fenced step's KEYS for plain and Cluster nodes, made once
 	for i := range c.nodes {
 		nodeKeys := keys
@@ -206,9 +285,79 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 		}
 		call := callPool.Get().(*nodeCall)
 		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: req.args, need: req.need, mustLand: req.mustLand}
-		c.nodes[i].s.enqueue(call, after)
+		switch {
+		case lead < 0:
+			c.nodes[i].s.enqueue(call, after)
+		case i == lead:
+			leadCall, r.held[i].s = call, c.nodes[i].s
+		default:
+			r.held[i] = heldCall{s: c.nodes[i].s, c: call}
+		}
+	}
+	if leadCall != nil { // last: its reply may come at once and free the held calls
+		r.leadTimer = time.AfterFunc(leadWait(c.opts.NodeTimeout), r.leadSilent)
+		c.nodes[lead].s.enqueue(leadCall, nil)
 	}
 	return r
+}
+
+// leadFor returns the lead of a lead-first round r (Client.lead), and sets r up to
+// hold the other calls back; or −1, for a round that asks every node at once.
+func (c *Client) leadFor(r *round, req stepRequest) int {
+	if !req.leadFirst || req.after != nil {
+		return -1
+	}
+	lead := c.lead(req.keys[0])
+	if lead >= 0 {
+		r.held, r.lead = make([]heldCall, len(c.nodes)), lead
+	}
+	return lead
+}
+
+// lead returns the node that a lead-first round for key asks first, or −1 when the
+// round should ask every node at once: with one node, when the lead's latest call
+// failed, or when it was slow to lead lately (round.leadSilent): a lead that does not
+// answer at once costs every lead-first attempt leadWait. Every
+// Client that names the nodes alike picks the same lead for a key: the node whose
+// name, hashed with the key, ranks highest (rendezvous hashing), so the leads of
+// different keys spread over the nodes. Safety does not depend on it: Clients that
+// pick different leads only race as they would without one.
+func (c *Client) lead(key string) int {
+	if len(c.nodes) < 2 {
+		return -1
+	}
+	kh := fnv64a(key)
+	best, bestRank := 0, uint64(0)
+	for i := range c.nodes {
+		if rank := mix64(kh ^ c.nodes[i].hash); i == 0 || rank > bestRank {
+			best, bestRank = i, rank
+		}
+	}
+	if s := c.nodes[best].s; s.failing.Load() || time.Now().UnixNano() < s.noLeadUntil.Load() {
+		return -1
+	}
+	return best
+}
+
+// fnv64a is the 64-bit FNV-1a hash of s (as hash/fnv computes it, without its
+// allocation on the hot path).
+func fnv64a(s string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= prime
+	}
+	return h
+}
+
+// mix64 is SplitMix64's finaliser: it spreads every bit of x over the result.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // gather collects the round's replies into a tally until every node has answered, the
@@ -261,6 +410,7 @@ wait:
 				if !ok {
 					t.add(outFailed, 0)
 					causes[i] = ErrNodeTimeout
+					c.nodes[i].s.noteFailing(true) // no lead-first round leads with it (Client.lead)
 				}
 			}
 		case <-ctx.Done():

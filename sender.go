@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,12 @@ type sender struct {
 	timeout  time.Duration   // Options.NodeTimeout
 	clock    Clock
 	health   *nodeHealth // with Options.Logger: the node's state for the log
+	// failing: the node's latest call failed (an error, or no answer in time). A
+	// lead-first round does not lead with a failing node (Client.lead), nor, until
+	// noLeadUntil (Unix nanoseconds, wall clock), with one that was slow to lead
+	// (round.leadSilent), even if its calls succeed meanwhile.
+	failing     atomic.Bool
+	noLeadUntil atomic.Int64
 
 	mu      sync.Mutex // innermost (see the lock order above Client)
 	queue   []*nodeCall
@@ -99,6 +106,13 @@ func (s *sender) enqueue(c *nodeCall, after *round) {
 		}
 	}
 	s.queue = append(s.queue, c)
+	s.kickLocked()
+}
+
+// kickLocked makes sure a sender goroutine will take what is queued: it starts one, or
+// wakes the idle one. The caller holds s.mu. On the sender goroutine itself (running,
+// not idle) it does nothing.
+func (s *sender) kickLocked() {
 	switch {
 	case !s.running:
 		s.running = true
@@ -238,6 +252,7 @@ func (s *sender) dropped(c *nodeCall) bool {
 	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
 		// Waited behind a stalled call past its own node timeout: a stale extend would
 		// only pile up behind the stalled node.
+		s.noteFailing(true)
 		s.deliver(c, outFailed, 0, errNodeBusy)
 	case c.need != nil && !c.need(c.i): // the earlier call has returned (enqueue)
 		s.deliver(c, outNo, 0, nil)
@@ -265,13 +280,23 @@ func (s *sender) sendOut(out []*nodeCall, late bool) {
 		if s.health != nil {
 			s.health.note(c.out, c.err)
 		}
+		s.noteFailing(c.out == outFailed)
 		s.deliver(c, c.out, c.v, c.err)
+	}
+}
+
+// noteFailing records whether the node's latest call failed (sender.failing).
+func (s *sender) noteFailing(failed bool) {
+	if s.failing.Load() != failed {
+		s.failing.Store(failed)
 	}
 }
 
 // deliver hands a call's outcome to its round, frees the calls parked behind it (to
 // go out ahead of the queue, in the order they were parked), marks it returned and
-// recycles it. It runs on the sender goroutine, which takes them after the batch.
+// recycles it. It runs on the sender goroutine, which takes them after the batch, or,
+// for a lead-first round's call that was never sent, on the lead node's (kickLocked).
+// The lead's own call, once delivered, sends or skips the round's other calls.
 func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	r, i := c.r, c.i
 	*c = nodeCall{}
@@ -280,17 +305,23 @@ func (s *sender) deliver(c *nodeCall, out outcome, v int64, err error) {
 	rc := &r.calls[i]
 	s.mu.Lock()
 	rc.delivered = true
-	for f := rc.next; f != nil; {
-		next := f.next
-		f.next = nil
-		s.front = append(s.front, f)
-		f = next
+	if rc.next != nil {
+		for f := rc.next; f != nil; {
+			next := f.next
+			f.next = nil
+			s.front = append(s.front, f)
+			f = next
+		}
+		rc.next = nil
+		s.kickLocked()
 	}
-	rc.next = nil
 	s.mu.Unlock()
 	r.finished()
 	close(rc.done)
 	s.inFlight.Done()
+	if r.held != nil && i == r.lead {
+		r.followLead(out, v)
+	}
 }
 
 // againBuf finds, for each call of a batch, whether a later call of the batch names

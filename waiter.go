@@ -27,6 +27,9 @@ type waiter struct {
 	// quick: the latest attempt lost a race, so the next one comes soon; at most once
 	// between two wake-ups (quickUsed).
 	quick, quickUsed bool
+	// lead: the next attempt follows a release that other Clients' waiters may have
+	// heard too, so it asks the key's lead node first (leadHint).
+	lead leadHint
 
 	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
 }
@@ -68,7 +71,7 @@ func (w *waiter) pass() (*Lock, error) {
 		// Released while the attempt before queueing was out: attempt now, after the
 		// pause any woken head takes.
 		w.waitFirst, w.quickUsed = false, false
-		c.pause(w.ctx, t.pause(w.took))
+		w.afterWake()
 	}
 	w.seen = wakes
 	now := c.opts.Clock.Now()
@@ -80,7 +83,9 @@ func (w *waiter) pass() (*Lock, error) {
 			return lock, err
 		}
 	default:
-		w.quick = false // no attempt: this Client's own lock holds the key
+		// No attempt: this Client's own lock holds the key (and the wake-up that asked
+		// for a lead-first attempt is over).
+		w.quick, w.lead = false, leadHint{}
 	}
 	w.waitFirst = false
 	p := pacing{failed: w.attempt - 1, quick: w.quick, took: w.took, held: held}
@@ -90,7 +95,9 @@ func (w *waiter) pass() (*Lock, error) {
 // try makes one attempt. Nil lock and error mean that it failed and Acquire goes on:
 // w has recorded it for the pacing.
 func (w *waiter) try() (*Lock, error) {
-	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl)
+	lead := w.lead
+	w.lead = leadHint{}
+	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl, lead)
 	if lock != nil || err != nil {
 		if lock != nil || !errors.Is(err, ErrClosed) { // closed: no attempt counts, as in TryAcquire
 			w.tries++
@@ -134,7 +141,7 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 		stop = true
 	case <-wake:
 		w.quickUsed = false
-		c.pause(w.ctx, t.pause(w.took))
+		w.afterWake()
 	case <-c.opts.Clock.After(delay):
 	}
 	if o != nil && !t.withdraw(o) {
@@ -150,6 +157,30 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 		return nil, nil
 	}
 	return nil, w.stopped()
+}
+
+// afterWake prepares the attempt that follows a wake-up: several Clients' heads may
+// have heard the same release. If the attempt can go lead-first (a plain acquire, and
+// the key has a lead node), it asks the lead first and goes without the jitter (only
+// the lead's winner asks the others); otherwise the head first waits a random part of
+// its last attempt's duration, so that one of them can go first. A courtesy
+// (wakePause) is waited out either way.
+func (w *waiter) afterWake() {
+	if w.canLead() {
+		d, gone := w.t.pauseLed()
+		w.lead = leadHint{first: true, gone: gone}
+		w.c.pause(w.ctx, d)
+		return
+	}
+	w.c.pause(w.ctx, w.t.pause(w.took))
+}
+
+// canLead reports whether w's next attempt can go lead-first: the step is a plain
+// acquire (no owner, Fencing or Fair: roundRequest.stepRequest drops the hint for the
+// others) and the key has a usable lead (Client.lead).
+func (w *waiter) canLead() bool {
+	o := &w.c.opts
+	return !o.Fencing && !o.Fair && w.owner() == "" && w.c.lead(w.key) >= 0
 }
 
 // verdict classifies a failed attempt: nil means Acquire retries; otherwise the error

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeClock stands still at now; After fires at once with the time d from now.
@@ -119,5 +121,51 @@ func TestWaiterStopped(t *testing.T) {
 	w.last = c.quorumError("acquire", "k", newTally(3), nil, ErrUnavailable, nil)
 	if err := w.stopped(); !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), "last attempt") {
 		t.Errorf("closed after an attempt: %v, want ErrClosed naming the last attempt", err)
+	}
+}
+
+// TestCanLead: only a plain acquire's wake-up goes lead-first and without the jitter;
+// with Fencing, Fair or an owner the round asks every node at once, so the head must
+// keep its random pause (found in review: a fenced head skipped both).
+func TestCanLead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		owner string
+		want  bool
+	}{
+		{"plain", Options{}, "", true},
+		{"fencing", Options{Fencing: true}, "", false},
+		{"fair", Options{Fair: true}, "", false},
+		{"owner", Options{}, "worker-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rdbs []redis.UniversalClient
+			for _, addr := range []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"} {
+				rdb := redis.NewClient(&redis.Options{Addr: addr})
+				defer rdb.Close()
+				rdbs = append(rdbs, rdb)
+			}
+			c, err := New(rdbs, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			if tc.owner != "" {
+				ctx = WithOwner(ctx, tc.owner)
+			}
+			w := c.newWaiter(ctx, "job", time.Second)
+			if got := w.canLead(); got != tc.want {
+				t.Fatalf("canLead = %v, want %v", got, tc.want)
+			}
+			req := roundRequest{key: "job", owner: tc.owner, token: "t", ttl: time.Second, lead: leadHint{first: true}}
+			if tc.opts.Fencing {
+				req.fence = 1
+			}
+			if got := req.stepRequest().leadFirst; got != tc.want && !tc.opts.Fair {
+				t.Fatalf("the round's leadFirst = %v, want %v, as canLead", got, tc.want)
+			}
+		})
 	}
 }
