@@ -128,6 +128,14 @@ var mutants = []mutant{{
 		Old: "  if not less(c, t) then\n    return '-' .. c\n  end\n  redis.call('SET'",
 		New: "  redis.call('SET'"}},
 }, {
+	Name:   "lead-grants",
+	What:   "a lead-first attempt counts the lead's yes for the nodes it did not ask yet",
+	Family: "handoff", // many waiters of several Clients: most attempts follow a wake-up
+	Check:  "lease mutex",
+	Edits: []edit{{File: "quorum.go",
+		Old: "\t\tdefault:\n\t\t\th.s.enqueue(h.c, nil)\n",
+		New: "\t\tcase out == outYes:\n\t\t\th.s.deliver(h.c, outYes, 0, nil)\n\t\tdefault:\n\t\t\th.s.enqueue(h.c, nil)\n"}},
+}, {
 	Name:   "fair-set-no-nx",
 	What:   "fair_acquire.lua's head takes the key with SET without NX",
 	Family: "fair",
