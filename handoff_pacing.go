@@ -43,6 +43,18 @@ const (
 	// heldPruneFloor: the record of held locks is pruned of expired ones when it has
 	// doubled, but not below this size, so that small records are not pruned every time.
 	heldPruneFloor = 64
+	// ageStepDivisor: a woken head waits a round trip / ageStepDivisor for each race
+	// fewer than this Client's recent winners had lost (agePause): long enough to beat
+	// the spread of the moments at which the heads hear a release (a whole round trip
+	// measured the same), short enough that the few steps a turn takes stay inside an
+	// Acquire's yield (yieldRoundTrips).
+	ageStepDivisor = 2
+	// maxAgeSteps: agePause waits at most this many steps (4 round trips, the yield),
+	// so a head with a high estimate of the contention is not left behind a releaser.
+	maxAgeSteps = 8
+	// winAverage: winLosses moves 1/winAverage of the way to each winner's losses, so
+	// it follows a change in the number of waiting Clients within a few hand-overs.
+	winAverage = 4
 )
 
 // wakePause returns how long the head should wait after a wake-up before it attempts.
@@ -72,12 +84,43 @@ func (t *ticket) pause(took time.Duration) time.Duration {
 }
 
 // pauseLed is pause for a head whose next attempt asks the key's lead node first: the
-// lead keeps woken heads from splitting the votes, so no jitter; a courtesy still holds.
-// It also returns the token whose release made the latest wake-up (keyQueue.gone).
-func (t *ticket) pauseLed() (time.Duration, string) {
+// lead keeps woken heads from splitting the votes, so no jitter. A courtesy still
+// holds; after an announcement the head waits its agePause, given the races it lost
+// so far and its latest round trip. It also returns the token whose release made the
+// latest wake-up (keyQueue.gone).
+func (t *ticket) pauseLed(losses int, took time.Duration) (time.Duration, string) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	return wakePause(t.kq.remote, t.kq.courtesy, 0, nil), t.kq.gone
+	d := wakePause(t.kq.remote, t.kq.courtesy, 0, nil)
+	if t.kq.remote && t.kq.courtesy == 0 {
+		d = agePause(t.kq.winLosses, losses, took)
+	}
+	return d, t.kq.gone
+}
+
+// agePause orders the woken heads of several Clients by how many races they lost: a
+// head waits a step (its round trip took / ageStepDivisor) for each race fewer than
+// this Client's heads had lost when they won lately (winLosses), so the head that has
+// lost the most reaches the lead first. With the waiters taking turns, the winner has
+// lost about as many races as there are other waiters, so it waits nothing; without
+// contention winLosses is 0 and nobody waits. Clients order their heads alike without
+// talking to each other: each judges by its own winners, all of which wait in the same
+// line.
+func agePause(winLosses float64, losses int, took time.Duration) time.Duration {
+	deficit := winLosses - float64(losses)
+	if deficit <= 0 || took <= 0 {
+		return 0
+	}
+	step := took / ageStepDivisor
+	return time.Duration(min(deficit, maxAgeSteps) * float64(step))
+}
+
+// won records that a head of this Client got the lock after losing losses races
+// (keyQueue.winLosses).
+func (t *ticket) won(losses int) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	t.kq.winLosses += (float64(losses) - t.kq.winLosses) / winAverage
 }
 
 // courtesyFor returns the courtesy a release gives other Clients (see wakePause): after

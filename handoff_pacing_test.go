@@ -80,3 +80,49 @@ func TestPacingConstantsHaveReasons(t *testing.T) {
 		t.Errorf("%d constants in handoff_pacing.go; the fairness constants belong there", n)
 	}
 }
+
+func TestAgePause(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tt := range []struct {
+		name      string
+		winLosses float64
+		losses    int
+		took      time.Duration
+		want      time.Duration
+	}{
+		{name: "no contention seen", winLosses: 0, losses: 0, took: 2 * ms, want: 0},
+		{name: "lost as many as the winners", winLosses: 6, losses: 6, took: 2 * ms, want: 0},
+		{name: "lost more than the winners", winLosses: 6, losses: 9, took: 2 * ms, want: 0},
+		{name: "two races short", winLosses: 6, losses: 4, took: 2 * ms, want: 2 * ms},
+		{name: "half a race short", winLosses: 6.5, losses: 6, took: 2 * ms, want: ms / 2},
+		{name: "capped", winLosses: 40, losses: 0, took: 2 * ms, want: maxAgeSteps * ms},
+		{name: "no attempt timed yet", winLosses: 6, losses: 0, took: 0, want: 0},
+	} {
+		if got := agePause(tt.winLosses, tt.losses, tt.took); got != tt.want {
+			t.Errorf("%s: agePause = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// The more races a head lost, the sooner it attempts.
+	for losses := 1; losses <= 8; losses++ {
+		if a, b := agePause(6, losses-1, ms), agePause(6, losses, ms); b > a || (b == a && b != 0) {
+			t.Errorf("agePause(6, %d) = %v after agePause(6, %d) = %v: want a shorter pause", losses, b, losses-1, a)
+		}
+	}
+}
+
+func TestWinLossesFollowsTheWinners(t *testing.T) {
+	q := &queues{}
+	tk := &ticket{q: q, kq: &keyQueue{}}
+	for range 20 {
+		tk.won(6)
+	}
+	if got := tk.kq.winLosses; got < 5.9 || got > 6 {
+		t.Fatalf("after 20 winners that lost 6 races: winLosses %.2f, want about 6", got)
+	}
+	for range 10 {
+		tk.won(0) // the other Clients went away
+	}
+	if got := tk.kq.winLosses; got > 0.5 {
+		t.Fatalf("after 10 uncontended winners: winLosses %.2f, want near 0", got)
+	}
+}

@@ -25,6 +25,7 @@ type keyQueue struct {
 	noticeSeq  uint64             // notices' tokens heard so far (noticed.seq)
 	remote     bool               // the latest wake-up came from the nodes, not this Client
 	gone       string             // the token whose release made the latest wake-up, if known
+	winLosses  float64            // races lost by this Client's recent winners, averaged (agePause)
 	offer      *offer             // the waiting head's standing request for a handoff
 	handoffs   int                // handoffs in a row since the last plain release
 	courtesy   time.Duration      // see released

@@ -30,6 +30,8 @@ type waiter struct {
 	// lead: the next attempt follows a release that other Clients' waiters may have
 	// heard too, so it asks the key's lead node first (leadHint).
 	lead leadHint
+	// losses: attempts refused so far (races lost, for agePause).
+	losses int
 
 	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
 }
@@ -98,6 +100,9 @@ func (w *waiter) try() (*Lock, error) {
 	lead := w.lead
 	w.lead = leadHint{}
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl, lead)
+	if lock != nil && w.t != nil {
+		w.t.won(w.losses)
+	}
 	if lock != nil || err != nil {
 		if lock != nil || !errors.Is(err, ErrClosed) { // closed: no attempt counts, as in TryAcquire
 			w.tries++
@@ -112,6 +117,9 @@ func (w *waiter) try() (*Lock, error) {
 	}
 	w.last = qe
 	w.attempt++
+	if qe.Refused > 0 {
+		w.losses++
+	}
 	if qe.Refused > 0 && w.t != nil {
 		w.t.subscribe() // held elsewhere: hear when it is released
 	}
@@ -167,7 +175,7 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 // (wakePause) is waited out either way.
 func (w *waiter) afterWake() {
 	if w.canLead() {
-		d, gone := w.t.pauseLed()
+		d, gone := w.t.pauseLed(w.losses, w.took)
 		w.lead = leadHint{first: true, gone: gone}
 		w.c.pause(w.ctx, d)
 		return
