@@ -49,9 +49,14 @@ const (
 	// measured the same), short enough that the few steps a turn takes stay inside an
 	// Acquire's yield (yieldRoundTrips).
 	ageStepDivisor = 2
-	// maxAgeSteps: agePause waits at most this many steps (4 round trips, the yield),
-	// so a head with a high estimate of the contention is not left behind a releaser.
+	// maxAgeSteps: agePause waits at most this many steps (4 round trips, the yield's
+	// length when the round trips are alike), so a head with a high estimate of the
+	// contention is not left behind a releaser.
 	maxAgeSteps = 8
+	// agePauseDivisor: and at most NodeTimeout/agePauseDivisor, so that one slow round
+	// trip (a node near its timeout) cannot stretch the pause past the yield's own cap
+	// (NodeTimeout).
+	agePauseDivisor = 4
 	// winAverage: winLosses moves 1/winAverage of the way to each winner's losses, so
 	// it follows a change in the number of waiting Clients within a few hand-overs.
 	winAverage = 4
@@ -93,17 +98,19 @@ func (t *ticket) pauseLed(losses int, took time.Duration) (time.Duration, string
 	defer t.q.mu.Unlock()
 	d := wakePause(t.kq.remote, t.kq.courtesy, 0, nil)
 	if t.kq.remote && t.kq.courtesy == 0 {
-		d = agePause(t.kq.winLosses, losses, took)
+		d = min(agePause(t.kq.winLosses, losses, took), t.q.c.opts.NodeTimeout/agePauseDivisor)
 	}
 	return d, t.kq.gone
 }
 
-// agePause orders the woken heads of several Clients by how many races they lost: a
+// agePause orders the woken heads of several Clients by how many races they lost (a
+// race: a lead-first attempt after a wake-up that was refused; polls do not count): a
 // head waits a step (its round trip took / ageStepDivisor) for each race fewer than
-// this Client's heads had lost when they won lately (winLosses), so the head that has
-// lost the most reaches the lead first. With the waiters taking turns, the winner has
-// lost about as many races as there are other waiters, so it waits nothing; without
-// contention winLosses is 0 and nobody waits. Clients order their heads alike without
+// this Client's recent winners had lost (winLosses), so the head that has lost the
+// most reaches the lead first. With the waiters taking turns, the winner has lost
+// about as many races as there are other waiters, so it waits nothing; without
+// contention the winners lost none (a first attempt that wins counts too), the
+// average falls to 0 within a few grants and nobody waits. Clients order their heads alike without
 // talking to each other: each judges by its own winners, all of which wait in the same
 // line.
 func agePause(winLosses float64, losses int, took time.Duration) time.Duration {
@@ -115,12 +122,15 @@ func agePause(winLosses float64, losses int, took time.Duration) time.Duration {
 	return time.Duration(min(deficit, maxAgeSteps) * float64(step))
 }
 
-// won records that a head of this Client got the lock after losing losses races
-// (keyQueue.winLosses).
-func (t *ticket) won(losses int) {
-	t.q.mu.Lock()
-	defer t.q.mu.Unlock()
-	t.kq.winLosses += (float64(losses) - t.kq.winLosses) / winAverage
+// won records that an Acquire of this Client got key after losing losses races
+// (keyQueue.winLosses), if the key has a queue's state (else there is nothing to
+// correct: a new state starts at 0).
+func (q *queues) won(key string, losses int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if kq := q.keys[key]; kq != nil {
+		kq.winLosses += (float64(losses) - kq.winLosses) / winAverage
+	}
 }
 
 // courtesyFor returns the courtesy a release gives other Clients (see wakePause): after

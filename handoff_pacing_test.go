@@ -111,18 +111,19 @@ func TestAgePause(t *testing.T) {
 }
 
 func TestWinLossesFollowsTheWinners(t *testing.T) {
-	q := &queues{}
-	tk := &ticket{q: q, kq: &keyQueue{}}
+	kq := &keyQueue{}
+	q := &queues{keys: map[string]*keyQueue{"k": kq}}
 	for range 20 {
-		tk.won(6)
+		q.won("k", 6)
 	}
-	if got := tk.kq.winLosses; got < 5.9 || got > 6 {
+	if got := kq.winLosses; got < 5.9 || got > 6 {
 		t.Fatalf("after 20 winners that lost 6 races: winLosses %.2f, want about 6", got)
 	}
 	for range 10 {
-		tk.won(0) // the other Clients went away
+		q.won("k", 0) // the other Clients went away: first attempts win
 	}
-	if got := tk.kq.winLosses; got > 0.5 {
+	q.won("gone", 3) // a key without a queue's state: nothing to record
+	if got := kq.winLosses; got > 0.5 {
 		t.Fatalf("after 10 uncontended winners: winLosses %.2f, want near 0", got)
 	}
 }

@@ -30,7 +30,8 @@ type waiter struct {
 	// lead: the next attempt follows a release that other Clients' waiters may have
 	// heard too, so it asks the key's lead node first (leadHint).
 	lead leadHint
-	// losses: attempts refused so far (races lost, for agePause).
+	// losses: lead-first attempts after a wake-up refused so far (races lost, for
+	// agePause).
 	losses int
 
 	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
@@ -100,8 +101,8 @@ func (w *waiter) try() (*Lock, error) {
 	lead := w.lead
 	w.lead = leadHint{}
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl, lead)
-	if lock != nil && w.t != nil {
-		w.t.won(w.losses)
+	if lock != nil {
+		w.c.queues.won(w.key, w.losses)
 	}
 	if lock != nil || err != nil {
 		if lock != nil || !errors.Is(err, ErrClosed) { // closed: no attempt counts, as in TryAcquire
@@ -117,8 +118,8 @@ func (w *waiter) try() (*Lock, error) {
 	}
 	w.last = qe
 	w.attempt++
-	if qe.Refused > 0 {
-		w.losses++
+	if qe.Refused > 0 && lead.first {
+		w.losses++ // a race after a wake-up lost (agePause)
 	}
 	if qe.Refused > 0 && w.t != nil {
 		w.t.subscribe() // held elsewhere: hear when it is released
