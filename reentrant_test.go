@@ -498,8 +498,12 @@ func TestReentrantExtendNeedsItsHold(t *testing.T) {
 // the lease afresh with a higher proposal) does not change the token a majority
 // agrees on; and an owner's lease taken without fencing gives no token.
 func TestReentrantFencing(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fencing: true, NodeTimeout: 200 * time.Millisecond})
-	other := c.newClient(redlock.Options{Fencing: true, NodeTimeout: 200 * time.Millisecond})
+	// A second per node: the checks below assume that the first holds reached every
+	// node, which a call slower than the node timeout on a loaded machine breaks: then
+	// a node begins the lease afresh with a higher token, and a later hold can rightly
+	// get it (the likely cause of one CI failure, "hold 3 ... has token 2").
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fencing: true, NodeTimeout: time.Second})
+	other := c.newClient(redlock.Options{Fencing: true, NodeTimeout: time.Second})
 	ctx := t.Context()
 	x, y := redlock.WithOwner(ctx, "x"), redlock.WithOwner(ctx, "y")
 	h1, err := c.client.Acquire(x, "k", 30*time.Second)
@@ -517,7 +521,14 @@ func TestReentrantFencing(t *testing.T) {
 
 	// Node 3 restarts empty: a new hold finds the lease there gone and begins it afresh
 	// with a higher proposal; nodes 1 and 2 still agree on the lease's token.
+	h1.WaitForCalls()
 	h2.WaitForCalls()
+	lease := fmt.Sprintf("#%d|", h1.Fence())
+	for i, v := range c.values("k") {
+		if !strings.Contains(v, lease) {
+			t.Fatalf("setup: node %d holds %q, not the lease with token %d (a call failed)", i+1, v, h1.Fence())
+		}
+	}
 	c.servers[2].Restart()
 	c.reach(c.client)
 	// Eight holds: in most of them node 3's reply is among the first two, and the
