@@ -110,9 +110,9 @@ func (t *ticket) pauseLed(losses int, took time.Duration) (time.Duration, string
 // most reaches the lead first. With the waiters taking turns, the winner has lost
 // about as many races as there are other waiters, so it waits nothing; without
 // contention the winners lost none (a first attempt that wins counts too), the
-// average falls to 0 within a few grants and nobody waits. Clients order their heads alike without
-// talking to each other: each judges by its own winners, all of which wait in the same
-// line.
+// average falls to 0 within a few grants and nobody waits. Clients order their heads
+// alike without talking to each other: each judges by its own winners, all of which
+// waited in the same line.
 func agePause(winLosses float64, losses int, took time.Duration) time.Duration {
 	deficit := winLosses - float64(losses)
 	if deficit <= 0 || took <= 0 {

@@ -72,7 +72,7 @@ type round struct {
 	calls    []roundCall      // calls[i] is the call to node i
 	expires  time.Time        // when the node timeout of the round's calls ends (system clock)
 	timeout  <-chan time.Time // the same for another Clock: its After, taken at the start
-	deadline time.Time        // for calls queued behind an earlier call still out, or a lead's
+	deadline time.Time        // for parked calls, and a lead-first round's held ones
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
@@ -317,10 +317,10 @@ func (c *Client) leadFor(r *round, req stepRequest) int {
 // lead returns the node that a lead-first round for key asks first, or −1 when the
 // round should ask every node at once: with one node, when the lead's latest call
 // failed, or when it was slow to lead lately (round.leadSilent): a lead that does not
-// answer at once costs every lead-first attempt leadWait. Every
-// Client that names the nodes alike picks the same lead for a key: the node whose
-// name, hashed with the key, ranks highest (rendezvous hashing), so the leads of
-// different keys spread over the nodes. Safety does not depend on it: Clients that
+// answer at once costs every lead-first attempt leadWait. Every Client that names the
+// nodes alike picks the same lead for a key: the node whose name, hashed with the
+// key, ranks highest (rendezvous hashing), so the leads of different keys spread over
+// the nodes. Safety does not depend on it: Clients that
 // pick different leads only race as they would without one.
 func (c *Client) lead(key string) int {
 	if len(c.nodes) < 2 {
