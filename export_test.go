@@ -41,6 +41,16 @@ func (c *Client) PartialNotices() int {
 	return len(c.queues.partials)
 }
 
+// Listening returns how many nodes confirmed the subscription to key's channel.
+func (c *Client) Listening(key string) int {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	if kq := c.queues.keys[key]; kq != nil {
+		return len(kq.listening)
+	}
+	return 0
+}
+
 // ReleaseChannel is the channel on which release.lua announces key's releases.
 var ReleaseChannel = releaseChannel
 

@@ -290,3 +290,38 @@ func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
 		t.Error("the subscription's majority did not name the waiters")
 	}
 }
+
+// TestFairLateConfirmationNamesTheWaiters: a node that confirms the key's subscription
+// after the majority did may have sent, before that, the only notice naming a fair
+// waiter here; so with Options.Fair every such confirmation names the waiters again,
+// and without it (notices need a majority, which had confirmed) it does not.
+func TestFairLateConfirmationNamesTheWaiters(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		q := &queues{c: &Client{nodes: make([]node, 3), opts: Options{Fair: fair, NodeTimeout: time.Hour}}, fairID: "C"}
+		a := q.join("k")
+		a.joinFair("C/a")
+		ch := q.channel("k")
+		q.chans = map[string]string{ch: "k"}
+		q.listening(2, ch)
+		if got := q.wakes("k"); got != 0 {
+			t.Fatalf("fair=%v: %d wake-ups after one node of three confirmed", fair, got)
+		}
+		q.listening(1, ch)
+		_, named := a.headNamed("C/a")
+		if got := q.wakes("k"); got != 1 {
+			t.Fatalf("fair=%v: %d wake-ups once a majority confirmed, want 1", fair, got)
+		}
+		q.listening(0, ch) // the late node
+		_, again := a.headNamed("C/a")
+		want := uint64(1)
+		if fair {
+			want = 2
+		}
+		if got := q.wakes("k"); got != want {
+			t.Errorf("fair=%v: %d wake-ups after the late confirmation, want %d", fair, got, want)
+		}
+		if fair && again == named {
+			t.Error("the late confirmation did not name the fair waiter again")
+		}
+	}
+}
