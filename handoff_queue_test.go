@@ -293,35 +293,34 @@ func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
 
 // TestFairLateConfirmationNamesTheWaiters: a node that confirms the key's subscription
 // after the majority did may have sent, before that, the only notice naming a fair
-// waiter here; so with Options.Fair every such confirmation names the waiters again,
-// and without it (notices need a majority, which had confirmed) it does not.
+// waiter here; so with Options.Fair the last node's confirmation names the waiters
+// again (once: not each node past the majority), and without it (notices need a
+// majority, which had confirmed) it does not.
 func TestFairLateConfirmationNamesTheWaiters(t *testing.T) {
 	for _, fair := range []bool{true, false} {
-		q := &queues{c: &Client{nodes: make([]node, 3), opts: Options{Fair: fair, NodeTimeout: time.Hour}}, fairID: "C"}
+		q := &queues{c: &Client{nodes: make([]node, 5), opts: Options{Fair: fair, NodeTimeout: time.Hour}}, fairID: "C"}
 		a := q.join("k")
 		a.joinFair("C/a")
 		ch := q.channel("k")
 		q.chans = map[string]string{ch: "k"}
-		q.listening(2, ch)
-		if got := q.wakes("k"); got != 0 {
-			t.Fatalf("fair=%v: %d wake-ups after one node of three confirmed", fair, got)
+		want := []uint64{0, 0, 1, 1, 2} // wake-ups after each confirmation, fair
+		if !fair {
+			want = []uint64{0, 0, 1, 1, 1}
 		}
-		q.listening(1, ch)
-		_, named := a.headNamed("C/a")
-		if got := q.wakes("k"); got != 1 {
-			t.Fatalf("fair=%v: %d wake-ups once a majority confirmed, want 1", fair, got)
+		var named []uint64
+		for i, node := range []int{4, 2, 0, 1, 3} {
+			q.listening(node, ch)
+			if got := q.wakes("k"); got != want[i] {
+				t.Fatalf("fair=%v: %d wake-ups after %d confirmations, want %d", fair, got, i+1, want[i])
+			}
+			_, n := a.headNamed("C/a")
+			named = append(named, n)
 		}
-		q.listening(0, ch) // the late node
-		_, again := a.headNamed("C/a")
-		want := uint64(1)
-		if fair {
-			want = 2
+		if _, all := a.listened(); !all {
+			t.Errorf("fair=%v: every node confirmed, listened says not all", fair)
 		}
-		if got := q.wakes("k"); got != want {
-			t.Errorf("fair=%v: %d wake-ups after the late confirmation, want %d", fair, got, want)
-		}
-		if fair && again == named {
-			t.Error("the late confirmation did not name the fair waiter again")
+		if fair && named[4] == named[3] {
+			t.Error("the last confirmation did not name the fair waiter again")
 		}
 	}
 }
