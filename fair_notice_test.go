@@ -24,7 +24,9 @@ func TestFairHeadNamedByMinority(t *testing.T) {
 	// the lease. (This test used to make the waiter renew at FairLease/3 by queueing
 	// it behind another waiter that then left; a head that leaves now tells the next
 	// one, whose attempt would put its entries back.)
-	opts := redlock.Options{Fair: true, FairLease: 3 * time.Second,
+	// NodeTimeout 250 ms: with the default 50 ms, a loaded box once let the holder's
+	// SET on node 1 time out, so node 1 had no key to release and told nobody.
+	opts := redlock.Options{Fair: true, FairLease: 3 * time.Second, NodeTimeout: 250 * time.Millisecond,
 		RetryDelay: func(int) time.Duration { return time.Second }}
 	c := newCluster(t, 3, redistest.Options{}, opts)
 	ctx := t.Context()
