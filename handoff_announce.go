@@ -205,13 +205,13 @@ func (q *queues) follow(ls *listener) {
 // announcements reach this Client. When that makes a majority, or when a node counted
 // already confirms again (it reconnected, and may have announced a release meanwhile),
 // a release announced between the head's last attempt and now was missed: the key's
-// waiters are woken, and every fair waiter attempts once (nameAll). With Options.Fair
-// so does the last node's confirmation: one node's notice is enough to make a fair
-// waiter attempt (partialNotice), and a node that confirmed after the majority may
-// have sent the only one before it did (the head's entry missing elsewhere), which
-// left that waiter to its renewal, a whole RetryDelay in TestFairHeadNamedByMinority
-// once in 40 runs. (Not at each confirmation past the majority: a fresh key's waiters
-// would each attempt once more per node, which slowed its first grants; see settle.)
+// waiters are woken, and every fair waiter attempts once (nameAll). So does the last
+// node's confirmation: a node that confirmed after the majority may have sent, before
+// it did, a notice that counted (a plain lock held on a bare majority needs every
+// holder's notice; one node's is enough to make a fair waiter attempt, see
+// partialNotice), which left the waiter to RetryDelay. Not at each confirmation past
+// the majority: the last one covers the earlier ones, and on a fresh key every fair
+// waiter would attempt once more per node (see settle).
 func (q *queues) listening(i int, channel string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -225,7 +225,7 @@ func (q *queues) listening(i int, channel string) {
 	again := kq.listening[i]
 	kq.listening[i] = true
 	quorum := len(q.c.nodes)/2 + 1
-	if again || len(kq.listening) == quorum || (q.c.opts.Fair && len(kq.listening) == len(q.c.nodes)) {
+	if again || len(kq.listening) == quorum || len(kq.listening) == len(q.c.nodes) {
 		kq.courtesy = 0
 		kq.wakeUp(true)
 		kq.nameAll()

@@ -291,22 +291,18 @@ func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
 	}
 }
 
-// TestFairLateConfirmationNamesTheWaiters: a node that confirms the key's subscription
-// after the majority did may have sent, before that, the only notice naming a fair
-// waiter here; so with Options.Fair the last node's confirmation names the waiters
-// again (once: not each node past the majority), and without it (notices need a
-// majority, which had confirmed) it does not.
-func TestFairLateConfirmationNamesTheWaiters(t *testing.T) {
+// TestLateConfirmationWakesTheWaiters: a node that confirms the key's subscription
+// after the majority did may have sent, before that, a notice that counted; so the
+// last node's confirmation wakes the key's waiters and names the fair ones again
+// (once: not each node past the majority), with Options.Fair or without.
+func TestLateConfirmationWakesTheWaiters(t *testing.T) {
 	for _, fair := range []bool{true, false} {
 		q := &queues{c: &Client{nodes: make([]node, 5), opts: Options{Fair: fair, NodeTimeout: time.Hour}}, fairID: "C"}
 		a := q.join("k")
 		a.joinFair("C/a")
 		ch := q.channel("k")
 		q.chans = map[string]string{ch: "k"}
-		want := []uint64{0, 0, 1, 1, 2} // wake-ups after each confirmation, fair
-		if !fair {
-			want = []uint64{0, 0, 1, 1, 1}
-		}
+		want := []uint64{0, 0, 1, 1, 2} // wake-ups after each confirmation
 		var named []uint64
 		for i, node := range []int{4, 2, 0, 1, 3} {
 			q.listening(node, ch)

@@ -1,0 +1,72 @@
+package redlock_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// TestLateConfirmationWakesPlainWaiter: a plain lock held on a bare majority (nodes 2
+// and 3) needs both their release notices. The waiter's subscription is confirmed by
+// nodes 1 and 2 and, its pub/sub connection slow to dial, by node 3 only after the
+// release: node 3's notice went unheard, one of three does not count, and the waiter
+// used to wait for RetryDelay (905 ms of 1 s, 5 runs of 5). Node 3's confirmation,
+// the last, now wakes it.
+func TestLateConfirmationWakesPlainWaiter(t *testing.T) {
+	opts := redlock.Options{RetryDelay: func(int) time.Duration { return time.Second }}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.admin[0].Del(ctx, "k").Err(); err != nil { // held on nodes 2 and 3 only
+		t.Fatal(err)
+	}
+	var slow atomic.Bool
+	const dialDelay = 300 * time.Millisecond
+	rdbs := make([]redis.UniversalClient, 3)
+	for i, s := range c.servers {
+		o := &redis.Options{Addr: s.Addr()}
+		if i == 2 {
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if slow.Load() {
+					time.Sleep(dialDelay)
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+		}
+		rdb := redis.NewClient(o)
+		t.Cleanup(func() { rdb.Close() })
+		if err := rdb.Ping(ctx).Err(); err != nil { // the command connection, dialed now
+			t.Fatal(err)
+		}
+		rdbs[i] = rdb
+	}
+	w, err := redlock.New(rdbs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	slow.Store(true) // from now on only node 3's pub/sub connection dials
+	res := acquireAsync(ctx, w, "k", 10*time.Second)
+	eventually(t, "the subscription confirmed by nodes 1 and 2", func() bool { return w.Listening("k") == 2 })
+	start := time.Now()
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", res)
+	defer r.lock.Release(ctx)
+	took := r.at.Sub(start)
+	t.Logf("the waiter got the lock %v after the release (node 3 dials %v late)", took, dialDelay)
+	if took > dialDelay+300*time.Millisecond {
+		t.Errorf("the waiter got the lock %v after the release: it waited for RetryDelay", took)
+	}
+}
