@@ -160,8 +160,14 @@ func (q *queues) listen() {
 // follow subscribes ls to the channels the Client wants and unsubscribes it from the
 // others, each time it is kicked, until stopped. A node that is down makes these calls
 // fail or wait; go-redis keeps the wanted set and subscribes again on reconnection.
+//
+// It remembers, per channel, the key state it subscribed for. When sweep dropped a
+// key and an Acquire brought it back before this listener ran, the channel is wanted
+// and subscribed as before, but the new state has no confirmation from this node (its
+// waiters would wait for one: settle, listening): the channel is subscribed again, and
+// Redis confirms a repeated SUBSCRIBE.
 func (q *queues) follow(ls *listener) {
-	have := make(map[string]bool)
+	have := make(map[string]*keyQueue)
 	for {
 		select {
 		case <-ls.stop:
@@ -170,32 +176,28 @@ func (q *queues) follow(ls *listener) {
 		}
 		q.mu.Lock()
 		var add, drop []string
-		for ch := range q.chans {
-			if !have[ch] {
+		for ch, key := range q.chans {
+			if kq := q.keys[key]; have[ch] != kq {
 				add = append(add, ch)
+				have[ch] = kq
 			}
 		}
 		for ch := range have {
 			if _, ok := q.chans[ch]; !ok {
 				drop = append(drop, ch)
+				delete(have, ch)
 			}
+		}
+		if len(drop) > 0 && len(have) == 0 {
+			have = make(map[string]*keyQueue) // let go of the emptied map's memory
 		}
 		q.mu.Unlock()
 		ctx := context.Background()
 		if len(add) > 0 {
 			_ = ls.ps.Subscribe(ctx, add...) // go-redis records them even on error
-			for _, ch := range add {
-				have[ch] = true
-			}
 		}
 		if len(drop) > 0 {
 			_ = ls.ps.Unsubscribe(ctx, drop...)
-			for _, ch := range drop {
-				delete(have, ch)
-			}
-			if len(have) == 0 {
-				have = make(map[string]bool) // let go of the emptied map's memory
-			}
 		}
 	}
 }
