@@ -179,6 +179,8 @@ type fairWaiter struct {
 	// for a majority again (turn), keeping its ticket.
 	cutSince time.Time
 	away     bool
+	// wakesSeen is the key's wake-up count before the latest attempt (waiter.checked).
+	wakesSeen uint64
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
@@ -256,8 +258,13 @@ func (w *fairWaiter) run() (*Lock, error) {
 	for {
 		// Taken before the attempt: a notice during it is not missed.
 		wake, named := w.t.headNamed(w.entry.id)
-		if !w.c.opts.Clock.Now().Before(w.renewAt) || named != w.seen {
-			w.seen = named
+		_, wakes := w.t.woken()
+		if due := !w.c.opts.Clock.Now().Before(w.renewAt); due || named != w.seen {
+			w.free = false
+			if !due {
+				w.checked(w.wakesSeen)
+			}
+			w.seen, w.wakesSeen = named, wakes
 			lock, err := w.turn()
 			if lock != nil || err != nil {
 				return lock, err
@@ -415,7 +422,9 @@ func (w *fairWaiter) failed(qe *QuorumError) error {
 		return err
 	}
 	w.last = qe
-	w.attempt++
+	if !w.free {
+		w.attempt++
+	}
 	return nil
 }
 

@@ -213,7 +213,8 @@ func (q *queues) follow(ls *listener) {
 // holder's notice; one node's is enough to make a fair waiter attempt, see
 // partialNotice), which left the waiter to RetryDelay. Not at each confirmation past
 // the majority: the last one covers the earlier ones, and on a fresh key every fair
-// waiter would attempt once more per node (see settle).
+// waiter would attempt once more per node (see settle). These wake-ups are checks: the
+// attempts they cause do not count toward Options.MaxAttempts (waiter.checked).
 func (q *queues) listening(i int, channel string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -229,7 +230,7 @@ func (q *queues) listening(i int, channel string) {
 	quorum := len(q.c.nodes)/2 + 1
 	if again || len(kq.listening) == quorum || len(kq.listening) == len(q.c.nodes) {
 		kq.courtesy = 0
-		kq.wakeUp(true)
+		kq.check(true)
 		kq.nameAll()
 	}
 }

@@ -16,10 +16,15 @@ type ticket struct {
 // keyQueue is the state of one key that has waiters in this Client. It exists while
 // its queue is not empty, and for linger after that if it is subscribed.
 type keyQueue struct {
-	idle       time.Time       // when the queue last became empty; zero while in use
-	queue      []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
-	wake       chan struct{}   // closed and replaced when the lock may have become free
-	wakes      uint64          // how many times wake was closed
+	idle  time.Time       // when the queue last became empty; zero while in use
+	queue []chan struct{} // turns in arrival order; queue[0]'s is closed (its turn)
+	wake  chan struct{}   // closed and replaced when the lock may have become free
+	wakes uint64          // how many times wake was closed
+	// lastReal is the latest wake-up (of wakes) that was not a check: a wake-up made by
+	// a node's confirmation of the key's subscription (listening), which only guards
+	// against a notice missed before it. An attempt that follows checks alone does not
+	// count toward Options.MaxAttempts (onlyChecks).
+	lastReal   uint64
 	subscribed bool
 	notices    map[string]noticed // released token → the nodes that announced it so far
 	noticeSeq  uint64             // notices' tokens heard so far (noticed.seq)
@@ -176,11 +181,27 @@ func (kq *keyQueue) nameAll() {
 	}
 }
 
+// wakeUp wakes the key's waiters: the lock may have become free, remote telling
+// whether the nodes said so (not this Client).
 func (kq *keyQueue) wakeUp(remote bool) {
+	kq.check(remote)
+	kq.lastReal = kq.wakes
+}
+
+// check wakes the key's waiters as wakeUp does, as a check only (see lastReal).
+func (kq *keyQueue) check(remote bool) {
 	kq.remote = remote
 	kq.wakes++
 	close(kq.wake)
 	kq.wake = make(chan struct{})
+}
+
+// onlyChecks reports whether the key's waiters were woken since the wake-up count
+// since, by checks only (keyQueue.lastReal).
+func (t *ticket) onlyChecks(since uint64) bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return t.kq.wakes > since && t.kq.lastReal <= since
 }
 
 // noticed is the count of one released token's announcements.

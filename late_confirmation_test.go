@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -68,5 +69,32 @@ func TestLateConfirmationWakesPlainWaiter(t *testing.T) {
 	t.Logf("the waiter got the lock %v after the release (node 3 dials %v late)", took, dialDelay)
 	if took > dialDelay+300*time.Millisecond {
 		t.Errorf("the waiter got the lock %v after the release: it waited for RetryDelay", took)
+	}
+}
+
+// TestMaxAttemptsNotSpentOnChecks: a waiter that finds the key held subscribes, and the
+// nodes' confirmations (the majority's and the last one's) make it attempt again in
+// case a release was announced before them. Those checks do not count toward
+// MaxAttempts: with 4 attempts and a retry delay of 200 ms, Acquire gives up after
+// three delays, not after one as it did when they counted (about 200 ms).
+func TestMaxAttemptsNotSpentOnChecks(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	opts := redlock.Options{MaxAttempts: 4, RetryDelay: func(int) time.Duration { return delay }}
+	c := newCluster(t, 5, redistest.Options{}, opts)
+	if _, err := c.client.Acquire(t.Context(), "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other := c.newClient(opts)
+	start := time.Now()
+	_, err := other.Acquire(t.Context(), "k", time.Second)
+	took := time.Since(start)
+	if !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Fatalf("Acquire: %v, want ErrNotAcquired", err)
+	}
+	if took < 3*delay-delay/4 {
+		t.Errorf("gave up after %v, want about %v (three retry delays)", took, 3*delay)
+	}
+	if got := other.Listening("k"); got != 5 {
+		t.Errorf("%d of 5 nodes confirmed the subscription: the checks did not all happen", got)
 	}
 }

@@ -48,7 +48,11 @@ type Options struct {
 	RetryDelay func(attempt int) time.Duration
 
 	// MaxAttempts bounds the attempts of one Acquire call. Zero means no bound: Acquire
-	// retries until its context ends.
+	// retries until its context ends. An attempt made only because a node confirmed
+	// the key's new subscription (a check for a release announced before it, at most
+	// one per node) does not count. With Fair, a waiter also attempts each time it
+	// renews its queue entry (every FairLease/3 at the latest, whatever RetryDelay
+	// says), and those attempts count.
 	MaxAttempts int
 
 	// Clock is the source of time. Nil means the system clock.

@@ -35,6 +35,26 @@ type waiter struct {
 	losses int
 
 	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
+
+	// free: the attempt being made follows checks alone (keyQueue.lastReal), so that it
+	// counts neither toward Options.MaxAttempts nor for the retry delay; checks counts
+	// those attempts, at most one per node per Acquire (checked).
+	free   bool
+	checks int
+}
+
+// checked decides whether w's next attempt is free: w made one before, every wake-up
+// of the key since the wake-up count since was a check (a node confirming the key's
+// subscription; such a wake-up guards against a notice missed before it, and a
+// waiter that subscribes gets one at the majority and one at the last node, so that
+// with MaxAttempts 4 it used to give up after one retry delay instead of three), and
+// w has made fewer such attempts than there are nodes (a node whose connection
+// flaps confirms again at each reconnection).
+func (w *waiter) checked(since uint64) {
+	w.free = w.tries > 0 && w.checks < len(w.c.nodes) && w.t.onlyChecks(since)
+	if w.free {
+		w.checks++
+	}
 }
 
 // observed returns what Acquire's event says of w's work, for an Acquire that began
@@ -70,6 +90,7 @@ func (w *waiter) queue() error {
 func (w *waiter) pass() (*Lock, error) {
 	c, t := w.c, w.t
 	wake, wakes := t.woken()
+	since := w.seen
 	if w.waitFirst && wakes != w.seen {
 		// Released while the attempt before queueing was out: attempt now, after the
 		// pause any woken head takes.
@@ -82,6 +103,7 @@ func (w *waiter) pass() (*Lock, error) {
 	switch {
 	case w.waitFirst:
 	case held.IsZero():
+		w.checked(since)
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
@@ -117,7 +139,9 @@ func (w *waiter) try() (*Lock, error) {
 		return nil, err
 	}
 	w.last = qe
-	w.attempt++
+	if !w.free {
+		w.attempt++
+	}
 	if qe.Refused > 0 && lead.first {
 		w.losses++ // a race after a wake-up lost (agePause)
 	}
@@ -201,7 +225,7 @@ func (w *waiter) verdict(qe *QuorumError) error {
 		w.last.ctxErr = qe.ctxErr
 		return w.last
 	}
-	if maxAttempts := w.c.opts.MaxAttempts; qe.ctxErr != nil || (maxAttempts > 0 && w.attempt >= maxAttempts) || qe.hopeless() {
+	if maxAttempts := w.c.opts.MaxAttempts; qe.ctxErr != nil || (maxAttempts > 0 && w.attempt >= maxAttempts && !w.free) || qe.hopeless() {
 		return qe
 	}
 	return nil
