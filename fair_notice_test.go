@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -68,5 +70,49 @@ func TestFairHeadNamedByMinority(t *testing.T) {
 	t.Logf("A, named by one node of three, got the lock %v after the release", took)
 	if took > 300*time.Millisecond {
 		t.Errorf("A got the lock %v after the release: it waited for its renewal", took)
+	}
+}
+
+// TestFairReleaseWhereKeyGoneTellsHead: a node where the lock's key is gone already
+// (here deleted; in use, a SET that never landed or a TTL that ended) has nothing to
+// release, but the key is free there: it tells the head of the queue, as the nodes
+// that deleted the key do. It used to tell nobody, so that a lock held on a bare
+// majority, one of whose releases failed, left the head with one node's notice. The
+// head is an entry put on node 1 by hand, for a Client "X" that is not there, so that
+// no attempt of the head can take the key on node 1 first.
+func TestFairReleaseWhereKeyGoneTellsHead(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true})
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, leases, _ := redlock.FairKeys("k")
+	node1 := c.admin[0]
+	if err := node1.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "X/w"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node1.ZAdd(ctx, leases, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "X/w"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	heard := node1.Subscribe(ctx, "redlock:fair:X:k")
+	defer heard.Close()
+	if _, err := heard.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	if err := node1.Del(ctx, "k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := holder.Token() + " X/w"
+	select {
+	case m := <-heard.Channel():
+		if m.Payload != want {
+			t.Errorf("node 1 told %q, want %q", m.Payload, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("node 1, where the key was gone, told nobody of the release")
 	}
 }

@@ -17,9 +17,10 @@
 -- queue is told on its Client's channel (fairNotify, from fair_queue.lua, put in front
 -- of this file), with ARGV[1] (ARGV[2] when ARGV[1] is "") as the notice's token; so
 -- is it when the head left while the key is held (see below).
--- Both the token and the id belong to an Acquire that is over, so a late copy cannot
--- touch a later lock's key or a live waiter's entry; a late copy that removed nothing
--- tells nobody.
+-- A release that finds the key gone removes nothing and returns 0, but tells the head
+-- all the same (below). Both the token and the id belong to an Acquire that is over,
+-- so a late copy cannot touch a later lock's key or a live waiter's entry; a late copy
+-- of a release can only tell the head of a free key that it is free.
 local key, queue, leases = KEYS[1], KEYS[2], KEYS[3]
 local token, id = ARGV[1], ARGV[2]
 local wasHead, removed = false, false
@@ -44,6 +45,12 @@ elseif cur then
   redis.call('DEL', key)
   cur = nil
 elseif not removed then
+  -- The key is gone here already (the lock's SET never landed on this node, or its
+  -- TTL ended): it is free, so the head is told, as the nodes that deleted it tell it.
+  -- Otherwise a lock held on a bare majority, one of whose releases fails, leaves the
+  -- head with one node's notice (the wait of partialNotice) instead of a majority.
+  -- A late copy tells the head of a free key the truth; it touches no key.
+  fairNotify(key, queue, leases, msg)
   return 0
 end
 -- A waiter that left while the key is held tells nobody: the holder's release tells
