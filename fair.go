@@ -231,8 +231,16 @@ func (q *queues) fairWaiterID() (string, error) {
 
 // run draws the ticket, which queues the waiter, then attempts until the lock is
 // granted or Acquire fails. The first attempt comes right after the draw, unless the
-// draw showed that the waiter is queued behind others, alike on a majority (below).
+// draw showed that the waiter is queued behind others or a holder, alike on a
+// majority (below).
 func (w *fairWaiter) run() (*Lock, error) {
+	if err := w.settle(); err != nil {
+		return nil, err
+	}
+	// The checks of the confirmations so far (listening) name this waiter too, but it
+	// had no entry on any node yet, so no notice naming it can have been missed.
+	_, w.seen = w.t.headNamed(w.entry.id)
+	_, w.wakesSeen = w.t.woken()
 	queued := false
 	for w.entry.ticket == 0 {
 		var err error
@@ -245,13 +253,10 @@ func (w *fairWaiter) run() (*Lock, error) {
 			}
 		}
 	}
-	if err := w.settle(); err != nil {
-		return nil, err
-	}
 	if queued {
-		// Behind others: it is told when it is the head of a free key, and renews its
-		// entry (with the ticket, which mends the order where a node drew another
-		// number) a third of a lease from now at the latest.
+		// Behind others or a holder: it is told when it is the head of a free key,
+		// and renews its entry (with the ticket, which mends the order where a node
+		// drew another number) a third of a lease from now at the latest.
 		w.ahead = 1
 		w.renewAt = w.c.opts.Clock.Now().Add(w.period())
 	}
@@ -276,16 +281,17 @@ func (w *fairWaiter) run() (*Lock, error) {
 	}
 }
 
-// settle waits, before the waiter's first attempt, until every node has confirmed the
-// key's subscription, at most partialNoticeWait. The subscription was asked for
-// before the draw and runs alongside it; when it is new, its confirmations (majority
-// and last: listening) name every fair waiter again, since a notice sent before them
-// was missed. An attempt made before they came would be made again at each: on a
-// fresh key that 8 Clients contend for, those repeated attempts by all the waiters at
-// once delayed the first grants by 2 to 3 ms each (BenchmarkClients' longest wait).
-// Once they have come, the first attempt covers them. A key whose subscription is
-// confirmed already (it lingers, or another waiter of this Client made it) does not
-// wait; a node that is down leaves the waiter to the cap.
+// settle waits, before the waiter's draw, until every node has confirmed the key's
+// subscription, at most partialNoticeWait. When the subscription is new, its
+// confirmations (majority and last: listening) make every fair waiter of the key
+// attempt, since a notice sent before them may have been missed. A node that
+// confirmed before the draw put the waiter's entry there cannot have named it in a
+// notice this Client missed, so the waiter makes no such attempt for it (run). When
+// settle came after the draw, each of 8 Clients contending for a fresh key made an
+// attempt at the confirmations (BenchmarkClients' longest wait: the first grants came
+// 2 to 3 ms apart). A key whose subscription is confirmed already (it lingers, or
+// another waiter of this Client made it) does not wait; a node that is down leaves
+// the waiter to the cap, and its confirmation, later, to an attempt.
 func (w *fairWaiter) settle() error {
 	c := w.c
 	var capped <-chan time.Time
@@ -360,9 +366,9 @@ func (w *fairWaiter) reach(qe *QuorumError) {
 // draw runs fair_ticket.lua on every node, which also queues the waiter there with the
 // number it drew, and takes the largest answer of a majority as the waiter's ticket. A
 // nil error with no ticket means: try again later. queued reports that a majority
-// answered that they queued the waiter behind others, all with the same number (the
-// ticket): there the waiter's entry is in its place already, so an attempt now could
-// only fail. A node where the waiter was queued already (a draw before this one) does
+// answered that they queued the waiter behind others or a holder, all with the same
+// number (the ticket): there the waiter's entry is in its place already, so an attempt
+// now could only fail. A node where the waiter was queued already (a draw before this one) does
 // not say so, since its score there is another number.
 func (w *fairWaiter) draw() (queued bool, err error) {
 	c := w.c

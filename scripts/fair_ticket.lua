@@ -4,7 +4,7 @@
 -- attempt (fair_acquire.lua), which replaces the number drawn here, so every node
 -- orders the waiters alike.
 --
--- KEYS[1]  the lock key (unused; keeps the call in the key's slot)
+-- KEYS[1]  the lock key (whether it is held; it also keeps the call in the key's slot)
 -- KEYS[2]  the key's waiter queue (sorted set: waiter id, score = ticket)
 -- KEYS[3]  the key's waiter leases
 -- KEYS[4]  the key's ticket counter: an integer, raised by every enqueue to the ticket
@@ -14,14 +14,15 @@
 --
 -- Draws v, a number above the counter and above every ticket queued here, and returns
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
--- others are queued and the waiter is not, the waiter is queued behind them with v, as
--- an attempt would queue it (fairEnqueue), and the reply is −v: there its score is v,
--- and its attempt can wait until it is told that it is the head. Otherwise the reply is v
--- and nothing is queued: a waiter that would be the head, and one queued here already
--- (an earlier draw whose reply was lost, or a copy of this one: its score is another
--- number), attempt at once, and the attempt sets the score. A late or repeated copy
--- only raises the counter and its TTL, and can put a gone waiter's entry back for one
--- lease, behind the others, as the attempts' copies can.
+-- others are queued or the key is held, and the waiter is not queued, it is queued
+-- behind the others with v, as an attempt would queue it (fairEnqueue), and the reply
+-- is −v: there its score is v, and its attempt can wait until it is told that it is the
+-- head of a free key. Otherwise the reply is v and nothing is queued: a waiter that
+-- would be the head of a free key, and one queued here already (an earlier draw whose
+-- reply was lost, or a copy of this one: its score is another number), attempt at
+-- once, and the attempt sets the score. A late or repeated copy only raises the
+-- counter and its TTL, and can put a gone waiter's entry back for one lease, as the
+-- attempts' copies can (at the head when the key is held and nobody is queued).
 
 -- fairPrune, fairNow and fairEnqueue come from fair_queue.lua, put in front of this file.
 local v = redis.call('INCR', KEYS[4])
@@ -38,9 +39,15 @@ if not ARGV[2] or ARGV[2] == '' then
 end
 local now = fairNow()
 fairPrune(KEYS[2], KEYS[3], now)
-if redis.call('ZCARD', KEYS[2]) == 0 or redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) or
+    (redis.call('ZCARD', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[1]) == 0) then
   return v
 end
--- Others are queued and v is above their tickets: the waiter goes behind them.
+-- Others are queued and v is above their tickets, or nobody is but the key is held:
+-- the waiter goes behind them, or first in line for the holder's release (which tells
+-- the head of the queue). A waiter that drew on an empty queue used to attempt at
+-- once and be queued only by that attempt: the holder's Client, whose next Acquire
+-- found the queue still empty, took the key again, and the first waiter to attempt
+-- went first, whatever its ticket.
 fairEnqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), now)
 return -v
