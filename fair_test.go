@@ -180,7 +180,10 @@ func TestFairArrivalOrder(t *testing.T) {
 
 // TestFairTicketSameOnEveryNode: a waiter's score is the one ticket its Client drew,
 // the same on every node, above the counters of every majority, even when the nodes'
-// counters differ.
+// counters differ. (Behind the held key the draw queues the waiter with the number
+// each node drew, 6 on node 1; when the reply of node 1 comes after the majority's,
+// the waiter waits to be named and its renewal, at most a third of the lease later,
+// sets the ticket there.)
 func TestFairTicketSameOnEveryNode(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
@@ -197,6 +200,14 @@ func TestFairTicketSameOnEveryNode(t *testing.T) {
 	g := &grants{}
 	g.queueWaiter(ctx, c, "k", 1, 0, 1)
 	q, _, _ := redlock.FairKeys("k")
+	eventually(t, "the ticket on every node", func() bool {
+		for _, a := range c.admin {
+			if z := a.ZRangeWithScores(ctx, q, 0, -1).Val(); len(z) != 1 || z[0].Score != 10 {
+				return false
+			}
+		}
+		return true
+	})
 	var first redis.Z
 	for i, a := range c.admin {
 		z := a.ZRangeWithScores(ctx, q, 0, -1).Val()
