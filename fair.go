@@ -179,8 +179,6 @@ type fairWaiter struct {
 	// for a majority again (turn), keeping its ticket.
 	cutSince time.Time
 	away     bool
-	// wakesSeen is the key's wake-up count before the latest attempt (waiter.checked).
-	wakesSeen uint64
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
@@ -240,7 +238,6 @@ func (w *fairWaiter) run() (*Lock, error) {
 	// The checks of the confirmations so far (listening) name this waiter too, but it
 	// had no entry on any node yet, so no notice naming it can have been missed.
 	_, w.seen = w.t.headNamed(w.entry.id)
-	_, w.wakesSeen = w.t.woken()
 	queued := false
 	for w.entry.ticket == 0 {
 		var err error
@@ -263,13 +260,11 @@ func (w *fairWaiter) run() (*Lock, error) {
 	for {
 		// Taken before the attempt: a notice during it is not missed.
 		wake, named := w.t.headNamed(w.entry.id)
-		_, wakes := w.t.woken()
 		if due := !w.c.opts.Clock.Now().Before(w.renewAt); due || named != w.seen {
-			w.free = false
-			if !due {
-				w.checked(w.wakesSeen)
-			}
-			w.seen, w.wakesSeen = named, wakes
+			// Named by checks alone (its own namings: another waiter's is not its
+			// reason to attempt), the attempt does not count.
+			w.checked(!due && w.t.namedByChecks(w.entry.id, w.seen))
+			w.seen = named
 			lock, err := w.turn()
 			if lock != nil || err != nil {
 				return lock, err
@@ -478,7 +473,13 @@ func (w *fairWaiter) leave() (tally, *multierror.Error) {
 
 // fairRelease turns req into the release step of a lock of a Client with Options.Fair:
 // its queue entry, if it has one, goes with the key, and the head of the queue is told.
-func (l *Lock) fairRelease(req stepRequest) stepRequest {
+// live, for a lock within its validity, also has a node where the key is gone already
+// tell the head (fair_release.lua's ARGV[3]); an expired lock's key may be gone there
+// while a later lock holds it on a majority, and the head would attempt in vain.
+func (l *Lock) fairRelease(req stepRequest, live bool) stepRequest {
 	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
+	if live {
+		req.args = append(req.args, "1")
+	}
 	return req
 }

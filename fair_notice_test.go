@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -114,5 +115,50 @@ func TestFairReleaseWhereKeyGoneTellsHead(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("node 1, where the key was gone, told nobody of the release")
+	}
+}
+
+// TestFairStaleReleaseTellsNobody: the Release of a lock that expired long ago (its
+// holder paused past its TTL) reaches node 3, where the key is gone, while a later lock
+// holds the key on nodes 1 and 2. Node 3 must not tell the head of the queue that the
+// key is free: one node's notice makes the head attempt (partialNotice), in vain, and
+// with MaxAttempts 3 it gave up 0.8 s later instead of waiting (found in review). Only
+// a lock within its validity has a node where the key is gone tell the head.
+func TestFairStaleReleaseTellsNobody(t *testing.T) {
+	opts := redlock.Options{Fair: true, NodeTimeout: 250 * time.Millisecond}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	stale, err := c.client.Acquire(ctx, "k", 300*time.Millisecond) // no queue: no entry
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(stale.Until())) // expired for its Client
+	for _, a := range c.admin {
+		if err := a.Del(ctx, "k").Err(); err != nil { // and on the nodes
+			t.Fatal(err)
+		}
+	}
+	held, err := c.newClient(opts).Acquire(ctx, "k", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	if err := c.admin[2].Del(ctx, "k").Err(); err != nil { // held on nodes 1 and 2 only
+		t.Fatal(err)
+	}
+	wopts := opts
+	wopts.MaxAttempts, wopts.FairLease = 3, time.Minute
+	wopts.RetryDelay = func(int) time.Duration { return 10 * time.Second } // no attempt of its own
+	w := c.newClient(wopts)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	res := acquireAsync(wctx, w, "k", time.Second)
+	c.waitQueued("k", 1)
+	eventually(t, "the head's subscription confirmed by every node", func() bool { return w.Listening("k") == 3 })
+	_ = stale.Release(ctx) // ErrLockLost: nodes 1 and 2 hold another token, node 3 nothing
+	select {
+	case r := <-res:
+		t.Fatalf("the head's Acquire ended after the stale release: %v, %v", r.lock, r.err)
+	case <-time.After(time.Second): // a negative check: partialNotice would fire after 50 ms
 	}
 }

@@ -36,10 +36,14 @@ type keyQueue struct {
 	courtesy   time.Duration      // see released
 	listening  map[int]bool       // the nodes that confirmed the key's subscription
 	// fair holds, with Options.Fair, the ids of this Client's fair waiters for the key,
-	// each with the wake-up (wakes) at which a majority of nodes last named it the head
-	// of a free key (0: not yet): the waiter attempts when that changes (headNamed).
-	fair map[string]uint64
+	// each with its latest naming: the waiter attempts when that changes (headNamed).
+	fair map[string]naming
 }
+
+// naming is when a fair waiter was last named the head of a free key, as a wake-up
+// (keyQueue.wakes; 0: not yet): by a majority of nodes (real) or by either that or a
+// check (at: nameAll, after a node confirmed the subscription).
+type naming struct{ at, real uint64 }
 
 // busy reports whether this Client has waiters for key.
 func (q *queues) busy(key string) bool {
@@ -140,9 +144,9 @@ func (t *ticket) joinFair(id string) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
 	if t.kq.fair == nil {
-		t.kq.fair = make(map[string]uint64)
+		t.kq.fair = make(map[string]naming)
 	}
-	t.kq.fair[id] = 0
+	t.kq.fair[id] = naming{}
 }
 
 // leaveFair takes the fair waiter id out of the key's head notices.
@@ -159,7 +163,16 @@ func (t *ticket) leaveFair(id string) {
 func (t *ticket) headNamed(id string) (<-chan struct{}, uint64) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	return t.kq.wake, t.kq.fair[id]
+	return t.kq.wake, t.kq.fair[id].at
+}
+
+// namedByChecks reports whether the fair waiter id was named since the naming seen
+// (headNamed) by checks alone.
+func (t *ticket) namedByChecks(id string, seen uint64) bool {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	n := t.kq.fair[id]
+	return n.at > seen && n.real <= seen
 }
 
 // nameHead records that a majority of nodes named the fair waiter id the head of a
@@ -170,14 +183,16 @@ func (kq *keyQueue) nameHead(id string) {
 		return
 	}
 	kq.wakeUp(true)
-	kq.fair[id] = kq.wakes
+	kq.fair[id] = naming{at: kq.wakes, real: kq.wakes}
 }
 
-// nameAll makes every fair waiter of the key attempt at the wake-up just made: once
-// the key's channel is subscribed on a majority, a notice sent before is not heard again.
+// nameAll makes every fair waiter of the key attempt at the wake-up just made, a
+// check: once the key's channel is subscribed on a majority, a notice sent before is
+// not heard again.
 func (kq *keyQueue) nameAll() {
-	for id := range kq.fair {
-		kq.fair[id] = kq.wakes
+	for id, n := range kq.fair {
+		n.at = kq.wakes
+		kq.fair[id] = n
 	}
 }
 

@@ -43,15 +43,15 @@ type waiter struct {
 	checks int
 }
 
-// checked decides whether w's next attempt is free: w made one before, every wake-up
-// of the key since the wake-up count since was a check (a node confirming the key's
-// subscription; such a wake-up guards against a notice missed before it, and a
-// waiter that subscribes gets one at the majority and one at the last node, so that
-// with MaxAttempts 4 it used to give up after one retry delay instead of three), and
-// w has made fewer such attempts than there are nodes (a node whose connection
-// flaps confirms again at each reconnection).
-func (w *waiter) checked(since uint64) {
-	w.free = w.tries > 0 && w.checks < len(w.c.nodes) && w.t.onlyChecks(since)
+// checked decides whether w's next attempt is free: w made one before, what makes it
+// attempt now are checks alone (onlyChecks: a node confirming the key's subscription;
+// such a wake-up guards against a notice missed before it, and a waiter that
+// subscribes gets one at the majority and one at the last node, so that with
+// MaxAttempts 4 it used to give up after one retry delay instead of three), and w has
+// made fewer such attempts than there are nodes (a node whose connection flaps
+// confirms again at each reconnection).
+func (w *waiter) checked(onlyChecks bool) {
+	w.free = w.tries > 0 && w.checks < len(w.c.nodes) && onlyChecks
 	if w.free {
 		w.checks++
 	}
@@ -103,7 +103,7 @@ func (w *waiter) pass() (*Lock, error) {
 	switch {
 	case w.waitFirst:
 	case held.IsZero():
-		w.checked(since)
+		w.checked(w.t.onlyChecks(since))
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
