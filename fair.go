@@ -473,13 +473,7 @@ func (w *fairWaiter) leave() (tally, *multierror.Error) {
 
 // fairRelease turns req into the release step of a lock of a Client with Options.Fair:
 // its queue entry, if it has one, goes with the key, and the head of the queue is told.
-// live, for a lock within its validity, also has a node where the key is gone already
-// tell the head (fair_release.lua's ARGV[3]); an expired lock's key may be gone there
-// while a later lock holds it on a majority, and the head would attempt in vain.
-func (l *Lock) fairRelease(req stepRequest, live bool) stepRequest {
+func (l *Lock) fairRelease(req stepRequest) stepRequest {
 	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
-	if live {
-		req.args = append(req.args, "1")
-	}
 	return req
 }

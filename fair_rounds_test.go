@@ -18,9 +18,7 @@ func fairRounds(calls []sentCall) (tries, draws, attempts int) {
 	drawsOn := map[int]int{}
 	for _, call := range calls {
 		switch {
-		// evalsha, sha, 4, 4 keys, the counter's TTL, id, lease; a live lock's
-		// fair_release.lua has as many, with "1" last.
-		case len(call.args) == 10 && fmt.Sprint(call.args[9]) != "1":
+		case len(call.args) == 10: // evalsha, sha, 4, 4 keys, the counter's TTL, id, lease
 			drawsOn[call.node]++
 			draws = max(draws, drawsOn[call.node])
 		case len(call.args) == 12 && !tokens[fmt.Sprint(call.args[7])]:

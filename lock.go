@@ -231,7 +231,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, l.releaseRequest(args, !expired))
+	r := c.start(ctx, l.releaseRequest(args))
 	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
@@ -258,13 +258,12 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 // releaseRequest is Release's step with the tokens args: release.lua, the owner's
 // reentrant_release.lua, or with Options.Fair fair_release.lua, which takes out the
 // lock's queue entry if it has one and tells the head of the queue (a lock TryAcquire
-// took with nobody queued has no entry, but waiters may have queued behind it; live:
-// the lock is within its validity, see fairRelease); it goes after the lock's latest
-// round and must land.
-func (l *Lock) releaseRequest(args []any, live bool) stepRequest {
+// took with nobody queued has no entry, but waiters may have queued behind it); it
+// goes after the lock's latest round and must land.
+func (l *Lock) releaseRequest(args []any) stepRequest {
 	req := releaseStep(l.key, l.owner, args...)
 	if l.c.opts.Fair && l.owner == "" {
-		req = l.fairRelease(req, live)
+		req = l.fairRelease(req)
 	}
 	req.after, req.mustLand = l.lastRound, true
 	return req

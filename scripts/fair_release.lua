@@ -8,7 +8,6 @@
 -- KEYS[4]  the key's ticket counter (unused; keeps the KEYS of the fair scripts alike)
 -- ARGV[1]  the token the lock was acquired with, or "" when a waiter leaves
 -- ARGV[2]  the waiter's id, whose entry is removed ("" for a lock of TryAcquire)
--- ARGV[3]  optional: "1" when the lock is within its validity (see below)
 --
 -- Returns -1 when another token holds the key (left untouched) and no entry was taken
 -- out by a waiter leaving; 0 when nothing changed; otherwise it deleted the key holding
@@ -18,10 +17,9 @@
 -- queue is told on its Client's channel (fairNotify, from fair_queue.lua, put in front
 -- of this file), with ARGV[1] (ARGV[2] when ARGV[1] is "") as the notice's token; so
 -- is it when the head left while the key is held (see below).
--- A release that finds the key gone removes nothing and returns 0, but tells the head
--- all the same when ARGV[3] is "1" (below). Both the token and the id belong to an Acquire that is over,
--- so a late copy cannot touch a later lock's key or a live waiter's entry; a late copy
--- of a release can only tell the head of a free key that it is free.
+-- Both the token and the id belong to an Acquire that is over, so a late copy cannot
+-- touch a later lock's key or a live waiter's entry; a late copy that removed nothing
+-- tells nobody.
 local key, queue, leases = KEYS[1], KEYS[2], KEYS[3]
 local token, id = ARGV[1], ARGV[2]
 local wasHead, removed = false, false
@@ -46,17 +44,6 @@ elseif cur then
   redis.call('DEL', key)
   cur = nil
 elseif not removed then
-  -- The key is gone here already (the lock's SET never landed on this node, or its
-  -- TTL ended): it is free, so the head is told, as the nodes that deleted it tell it,
-  -- when the lock is within its validity (ARGV[3]). Otherwise a lock held on a bare
-  -- majority, one of whose releases fails, leaves the head with one node's notice
-  -- (the wait of partialNotice) instead of a majority. A lock that expired long ago
-  -- tells nobody: its key may be gone here while a later lock holds it elsewhere, and
-  -- the head would attempt in vain. A late copy tells the head of a free key the
-  -- truth; it touches no key.
-  if ARGV[3] == '1' then
-    fairNotify(key, queue, leases, msg)
-  end
   return 0
 end
 -- A waiter that left while the key is held tells nobody: the holder's release tells
