@@ -229,8 +229,7 @@ func (q *queues) fairWaiterID() (string, error) {
 
 // run draws the ticket, which queues the waiter, then attempts until the lock is
 // granted or Acquire fails. The first attempt comes right after the draw, unless the
-// draw showed that the waiter is queued behind others or a holder, alike on a
-// majority (below).
+// draw showed that the waiter is queued behind others, alike on a majority (below).
 func (w *fairWaiter) run() (*Lock, error) {
 	if err := w.settle(); err != nil {
 		return nil, err
@@ -251,9 +250,9 @@ func (w *fairWaiter) run() (*Lock, error) {
 		}
 	}
 	if queued {
-		// Behind others or a holder: it is told when it is the head of a free key,
-		// and renews its entry (with the ticket, which mends the order where a node
-		// drew another number) a third of a lease from now at the latest.
+		// Behind others: it is told when it is the head of a free key, and renews
+		// its entry (with the ticket, which mends the order where a node drew
+		// another number) a third of a lease from now at the latest.
 		w.ahead = 1
 		w.renewAt = w.c.opts.Clock.Now().Add(w.period())
 	}
@@ -330,7 +329,9 @@ func (w *fairWaiter) turn() (*Lock, error) {
 		}
 		w.t.leaveFair(w.entry.id)
 		w.t.joinFair(id)
-		w.entry.id, w.away, w.cutSince = id, false, time.Time{}
+		// The new id's namings start from none: seen must too, or a check would
+		// count as a real naming (namedByChecks).
+		w.entry.id, w.away, w.cutSince, w.seen = id, false, time.Time{}, 0
 	}
 	lock, err := w.attemptFair()
 	if lock == nil && err == nil && w.away {
@@ -361,10 +362,12 @@ func (w *fairWaiter) reach(qe *QuorumError) {
 // draw runs fair_ticket.lua on every node, which also queues the waiter there with the
 // number it drew, and takes the largest answer of a majority as the waiter's ticket. A
 // nil error with no ticket means: try again later. queued reports that a majority
-// answered that they queued the waiter behind others or a holder, all with the same
-// number (the ticket): there the waiter's entry is in its place already, so an attempt
-// now could only fail. A node where the waiter was queued already (a draw before this one) does
-// not say so, since its score there is another number.
+// answered that they queued the waiter behind others, all with the same number (the
+// ticket): there the waiter's entry is in its place already, so an attempt now could
+// only fail. (The first in line behind a holder is queued too, but attempts at once:
+// it learns that it is the head, which polls for an unannounced expiry.) A node where
+// the waiter was queued already (a draw before this one) does not say so, since its
+// score there is another number.
 func (w *fairWaiter) draw() (queued bool, err error) {
 	c := w.c
 	if !c.enter() {

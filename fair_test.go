@@ -590,3 +590,34 @@ func TestFairRefusesOwners(t *testing.T) {
 		t.Errorf("the key was set: %q", got)
 	}
 }
+
+// TestFairFirstInLineBehindDeadHolder: the holder took a fresh key with no queue entry
+// (TryAcquire) and died. A's draw finds the queue empty and the key held, and queues it
+// first in line; A still attempts at once, learns that it is the head, and polls at
+// RetryDelay, so it gets the key soon after the unannounced expiry. A version whose
+// draw made A wait to be named left it to its first renewal, FairLease/3 (here 2 s)
+// after the draw: 1.65 s after the expiry (found in review).
+func TestFairFirstInLineBehindDeadHolder(t *testing.T) {
+	opts := redlock.Options{Fair: true, FairLease: 6 * time.Second}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	if _, err := c.client.TryAcquire(ctx, "k", time.Minute); err != nil { // never released
+		t.Fatal(err)
+	}
+	ares := acquireAsync(ctx, c.newClient(opts), "k", 10*time.Second)
+	c.waitQueued("k", 1)
+	const left = 300 * time.Millisecond
+	expires := time.Now().Add(left)
+	for _, a := range c.admin {
+		if err := a.PExpire(ctx, "k", left).Err(); err != nil { // the holder's key runs out
+			t.Fatal(err)
+		}
+	}
+	r := wantResult(t, "A", ares)
+	defer r.lock.Release(ctx)
+	late := r.at.Sub(expires)
+	t.Logf("A got the lock %v after the dead holder's key expired", late)
+	if late > 500*time.Millisecond {
+		t.Errorf("A, first in line, got the expired lock %v late: it waited for its renewal (FairLease/3), not RetryDelay", late)
+	}
+}

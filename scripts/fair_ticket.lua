@@ -16,11 +16,12 @@
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
 -- others are queued or the key is held, and the waiter is not queued, it is queued
 -- behind the others with v, as an attempt would queue it (fairEnqueue), and the reply
--- is −v: there its score is v, and its attempt can wait until it is told that it is the
--- head of a free key. Otherwise the reply is v and nothing is queued: a waiter that
--- would be the head of a free key, and one queued here already (an earlier draw whose
--- reply was lost, or a copy of this one: its score is another number), attempt at
--- once, and the attempt sets the score. A late or repeated copy only raises the
+-- is −v when others are ahead: there its score is v, and its attempt can wait until it
+-- is told that it is the head of a free key. Otherwise the reply is v: a waiter first
+-- in line behind the holder (queued), one that would be the head of a free key (not
+-- queued) and one queued here already (an earlier draw whose reply was lost, or a copy
+-- of this one: its score is another number) attempt at once, and the attempt sets the
+-- score. A late or repeated copy only raises the
 -- counter and its TTL, and can put a gone waiter's entry back for one lease, as the
 -- attempts' copies can (at the head when the key is held and nobody is queued).
 
@@ -39,15 +40,23 @@ if not ARGV[2] or ARGV[2] == '' then
 end
 local now = fairNow()
 fairPrune(KEYS[2], KEYS[3], now)
-if redis.call('ZSCORE', KEYS[2], ARGV[2]) or
-    (redis.call('ZCARD', KEYS[2]) == 0 and redis.call('EXISTS', KEYS[1]) == 0) then
+if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+  return v
+end
+local first = redis.call('ZCARD', KEYS[2]) == 0
+if first and redis.call('EXISTS', KEYS[1]) == 0 then
   return v
 end
 -- Others are queued and v is above their tickets, or nobody is but the key is held:
 -- the waiter goes behind them, or first in line for the holder's release (which tells
--- the head of the queue). A waiter that drew on an empty queue used to attempt at
--- once and be queued only by that attempt: the holder's Client, whose next Acquire
--- found the queue still empty, took the key again, and the first waiter to attempt
--- went first, whatever its ticket.
+-- the head of the queue). A waiter that drew on an empty queue used to be queued only
+-- by its attempt: the holder's Client, whose next Acquire found the queue still
+-- empty, took the key again, and the first waiter to attempt went first, whatever its
+-- ticket. The first in line still answers v: its attempt tells it that it is the head,
+-- which polls at RetryDelay for a holder that dies unannounced (a waiter behind others
+-- renews only every third of a lease).
 fairEnqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), now)
+if first then
+  return v
+end
 return -v
