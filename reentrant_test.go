@@ -510,6 +510,11 @@ func TestReentrantFencing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a majority: h1's call to the third node may still be on its
+	// way. Before it lands, other's proposal (one above the counters it reads, 1 by
+	// then) begins the lease there afresh, with 2, and h1's call joins that one (CI
+	// failure: node 3 held "#2|" while nodes 1 and 2 held the lease with token 1).
+	h1.WaitForCalls()
 	h2, err := other.Acquire(x, "k", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
