@@ -90,6 +90,9 @@ func TestNewFromURLsClusterMember(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}
+		// TryAcquire returns at a majority (2 of 3): the Cluster member's SET may
+		// still be on its way (a CI failure on a slow box: "on 0 cluster masters").
+		lock.WaitForCalls()
 		on := 0
 		for _, m := range cluster.Masters {
 			on += int(m.Client().Exists(ctx, key).Val())
