@@ -21,9 +21,9 @@
 -- in line behind the holder (queued), one that would be the head of a free key (not
 -- queued) and one queued here already (an earlier draw whose reply was lost, or a copy
 -- of this one: its score is another number) attempt at once, and the attempt sets the
--- score. A late or repeated copy only raises the
--- counter and its TTL, and can put a gone waiter's entry back for one lease, as the
--- attempts' copies can (at the head when the key is held and nobody is queued).
+-- score. A late or repeated copy only raises the counter and its TTL, and can put a
+-- gone waiter's entry back for one lease, as the attempts' copies can (at the head
+-- when the key is held and nobody is queued).
 
 -- fairPrune, fairNow and fairEnqueue come from fair_queue.lua, put in front of this file.
 local v = redis.call('INCR', KEYS[4])
