@@ -35,6 +35,10 @@ func TestFairHeadNamedByMinority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a majority: a call still on its way to node 1 could lose to
+	// A's first attempt, and node 1 would then have no key to release (it once did,
+	// and A waited for its renewal).
+	holder.WaitForCalls()
 	ac := c.newClient(opts)
 	ares := acquireAsync(ctx, ac, "k", 10*time.Second)
 	c.waitQueued("k", 1)

@@ -81,12 +81,16 @@ func TestMaxAttemptsNotSpentOnChecks(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	opts := redlock.Options{MaxAttempts: 4, RetryDelay: func(int) time.Duration { return delay }}
 	c := newCluster(t, 5, redistest.Options{}, opts)
-	if _, err := c.client.Acquire(t.Context(), "k", time.Minute); err != nil {
+	held, err := c.client.Acquire(t.Context(), "k", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a majority: a SET still on its way could lose to the other
+	// Client's first attempt, which then wins a node and comes back soon (a lost race).
+	held.WaitForCalls()
 	other := c.newClient(opts)
 	start := time.Now()
-	_, err := other.Acquire(t.Context(), "k", time.Second)
+	_, err = other.Acquire(t.Context(), "k", time.Second)
 	took := time.Since(start)
 	if !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("Acquire: %v, want ErrNotAcquired", err)
