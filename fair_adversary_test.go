@@ -119,6 +119,10 @@ func TestFairCloseDoesNotWaitForPartialNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a majority: a SET still on its way to node 1 could lose to the
+	// waiter's first attempt, and node 1 would then have no key to release and name
+	// nobody (as in TestFairHeadNamedByMinority).
+	holder.WaitForCalls()
 	ac := c.newClient(opts)
 	ares := acquireAsync(context.WithoutCancel(ctx), ac, "k", 10*time.Second)
 	c.waitQueued("k", 1)

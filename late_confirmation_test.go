@@ -28,6 +28,10 @@ func TestLateConfirmationWakesPlainWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a majority: a SET still on its way to node 1 would land after
+	// the DEL and put the key back there; one still on its way to node 2 or 3 could
+	// lose to the waiter's first attempt, leaving the holder a single node.
+	holder.WaitForCalls()
 	if err := c.admin[0].Del(ctx, "k").Err(); err != nil { // held on nodes 2 and 3 only
 		t.Fatal(err)
 	}
