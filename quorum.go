@@ -198,6 +198,17 @@ func (r *round) mayHold(i int) bool {
 	return out != outNo && out != outRefused
 }
 
+// anyMayHold reports whether some node may have set our key in this acquire round
+// (mayHold). Call it once every call has returned.
+func (r *round) anyMayHold() bool {
+	for i := range r.calls {
+		if r.mayHold(i) {
+			return true
+		}
+	}
+	return false
+}
+
 // failed reports whether node i failed or did not answer in time in this round. Call it
 // once node i's call has returned.
 func (r *round) failed(i int) bool { return r.calls[i].out == outFailed }
