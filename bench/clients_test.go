@@ -19,7 +19,8 @@ import (
 //     another worker than the previous holder), the waits of the hand-over grants
 //     (p50, p99), the longest wait of any call, Jain's index over the workers'
 //     acquisition counts, the mean cycle (time per grant), and for fair mode the bound
-//     2 × (waiters × cycle) that its longest wait should stay under.
+//     2 × (waiters × cycle) that its longest wait should stay under. box-stall-ms is
+//     the longest time the process got no CPU when it asked for it (stallWatch).
 //   - uncontended: each worker acquires and releases fresh keys; b.N is the number
 //     of cycles. Reports what BenchmarkUncontended does.
 func BenchmarkClients(b *testing.B) {
@@ -31,9 +32,11 @@ func BenchmarkClients(b *testing.B) {
 			run.warmHot(b)
 			cost := measureCost(ns)
 			b.ResetTimer()
+			stalls := watchStalls(time.Sleep, time.Now)
 			st, f := run.hot(b.N, *hotMax)
 			b.StopTimer()
 			reportClientsHot(b, l, st, f)
+			b.ReportMetric(ms(stalls.end()), "box-stall-ms")
 			reportCost(b, cost, measureCost(ns), f.grants)
 			if st.Violations > 0 || st.ReleaseErrs > 0 {
 				b.Errorf("%d mutual-exclusion violations, %d failed releases (first error: %v)", st.Violations, st.ReleaseErrs, st.FirstErr)
