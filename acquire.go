@@ -360,10 +360,11 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round
 	// A call of r not sent yet is dropped now, so that it cannot set our key after
 	// the next attempt's call to that node has been queued (sender.send).
 	r.abandoned.Store(true)
-	if waiting == len(r.calls) && !r.anyMayHold() {
+	if r.lostAtLead.Load() || waiting == len(r.calls) && !r.anyMayHold() {
 		// Every node answered that another token holds the key, or its call was not
-		// sent (a lead-first attempt whose lead refused): no release would be sent
-		// (req.need), and starting the step would only wake every node's sender.
+		// sent (a lead-first attempt whose lead refused; its last unsent calls may still
+		// be being answered): no release would be sent (req.need), and starting the
+		// step would only wake every node's sender, and wait for a busy one's.
 		return
 	}
 	req := releaseStep(key, owner, token)

@@ -38,18 +38,28 @@ func (c *cluster) acquiresRan() []int {
 	return ran
 }
 
+// foreignOnLead loads the scripts, then sets key to another token on key's lead node
+// only, and returns that node.
+func (c *cluster) foreignOnLead(t *testing.T, key string) int {
+	t.Helper()
+	c.loadScripts()
+	lead := c.client.Lead(key)
+	if lead < 0 {
+		t.Fatal("no lead for a key over healthy nodes")
+	}
+	if err := c.admin[lead].Set(t.Context(), key, "foreign", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lead
+}
+
 // TestLeadFirstLoserAsksOnlyTheLead: when the lead node says that another token holds
 // the key, a lead-first attempt asks no other node, even though they would have said
 // yes: it leaves no key behind and needs no clean-up.
 func TestLeadFirstLoserAsksOnlyTheLead(t *testing.T) {
 	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
 	ctx := t.Context()
-	c.loadScripts()
-	lead := c.client.Lead("hot")
-	if lead < 0 {
-		t.Fatal("no lead for a key over 5 healthy nodes")
-	}
-	c.admin[lead].Set(ctx, "hot", "foreign", time.Minute)
+	lead := c.foreignOnLead(t, "hot")
 	c.resetStats()
 	_, err := c.client.TryAcquireLeadFirst(ctx, "hot", time.Second, "")
 	var qe *redlock.QuorumError
@@ -70,6 +80,42 @@ func TestLeadFirstLoserAsksOnlyTheLead(t *testing.T) {
 			t.Errorf("node %d holds %q after the lost attempt, want no key", i+1, v)
 		}
 	}
+}
+
+// TestLeadFirstLoserDoesNotWaitForABusyNode: a lead-first attempt lost at the lead
+// sends nothing to the other nodes, so its clean-up has nothing to undo and returns at
+// once. It used to start a release step whose calls were all dropped, but only once
+// each node's sender got to them: a sender stuck in a batch to a paused node held
+// every lost attempt up for the node timeout (300 ms here). Found in review.
+func TestLeadFirstLoserDoesNotWaitForABusyNode(t *testing.T) {
+	const nodeTimeout = 300 * time.Millisecond
+	c := newCluster(t, 5, redistest.Options{}, redlock.Options{NodeTimeout: nodeTimeout})
+	ctx := t.Context()
+	lead := c.foreignOnLead(t, "hot")
+	busy := (lead + 1) % 5
+	c.servers[busy].Pause()
+	defer c.servers[busy].Resume()
+	// Four nodes grant another key; the call to the paused one stays out, so its
+	// sender is in that batch until the node timeout.
+	other, err := c.client.TryAcquire(ctx, "other", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the paused node's call taken out of its sender's queue", func() bool { return c.client.Queued(busy) == 0 })
+	for range 3 {
+		start := time.Now()
+		if _, err := c.client.TryAcquireLeadFirst(ctx, "hot", time.Minute, ""); !errors.Is(err, redlock.ErrNotAcquired) {
+			t.Fatalf("got %v, want ErrNotAcquired (the lead holds another token)", err)
+		}
+		if took := time.Since(start); took > nodeTimeout/2 {
+			t.Fatalf("a lost lead-first attempt took %v: its clean-up waited for the busy node's sender", took)
+		}
+	}
+	c.servers[busy].Resume()
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.client.WaitForCalls()
 }
 
 // TestLeadFirstReleaseNotOnTheLeadYet: a waiter wakes once a majority announced a

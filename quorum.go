@@ -94,6 +94,10 @@ type round struct {
 	// leadWait's timer (leadSilent); leadTimer is that timer.
 	leadDone  atomic.Bool
 	leadTimer *time.Timer
+	// lostAtLead is set by followLead, before it answers them, when the round's other
+	// calls are answered "no" without being sent: the lead answered that another token
+	// holds the key, so no node has ours and the clean-up has nothing to undo.
+	lostAtLead atomic.Bool
 
 	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
@@ -143,6 +147,9 @@ func (r *round) followLead(out outcome, v int64) {
 		return // leadSilent has sent them
 	}
 	r.leadTimer.Stop()
+	if out == outNo && v != replyGoneHere {
+		r.lostAtLead.Store(true) // before the answers, which the round's gather may end on
+	}
 	for _, h := range r.held {
 		switch {
 		case h.c == nil: // the lead's own slot
