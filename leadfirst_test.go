@@ -86,9 +86,10 @@ func TestLeadFirstLoserAsksOnlyTheLead(t *testing.T) {
 // sends nothing to the other nodes, so its clean-up has nothing to undo and returns at
 // once. It used to start a release step whose calls were all dropped, but only once
 // each node's sender got to them: a sender stuck in a batch to a paused node held
-// every lost attempt up for the node timeout (300 ms here). Found in review.
+// every lost attempt up for the node timeout (1 s here, so that a stalled box cannot
+// make a lost attempt look that slow). Found in review.
 func TestLeadFirstLoserDoesNotWaitForABusyNode(t *testing.T) {
-	const nodeTimeout = 300 * time.Millisecond
+	const nodeTimeout = time.Second
 	c := newCluster(t, 5, redistest.Options{}, redlock.Options{NodeTimeout: nodeTimeout})
 	ctx := t.Context()
 	lead := c.foreignOnLead(t, "hot")
