@@ -83,14 +83,16 @@ func ParseNodeURL(raw string, opts Options) (NodeURL, error) {
 // ParseClusterURL, after the checks that make its password's boundaries certain, and
 // checks every seed's port.
 func parseClusterURL(raw, scheme string, u *url.URL) (*redis.ClusterOptions, error) {
-	if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
-		return nil, badURL{errors.New("a Redis Cluster has only database 0")}
-	}
+	// The boundaries first: until they hold, the path may be part of a password
+	// ("user:/1#1@host"), and an error about its database would tell what it holds.
 	if err := passwordBoundaries(raw); err != nil {
 		if passwordBoundaries(redactURL(raw)) == nil {
 			err = errPasswordSyntax // as parseNodeURL says it
 		}
 		return nil, badURL{err}
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" && db != "0" {
+		return nil, badURL{errors.New("a Redis Cluster has only database 0")}
 	}
 	plain := scheme + raw[len(u.Scheme):]
 	co, err := redis.ParseClusterURL(plain)
