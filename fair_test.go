@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -43,6 +44,36 @@ func (c *cluster) waitQueued(key string, n int64) {
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("timed out waiting for %d waiters queued on every node: %v", n, lens)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// waitScoresAlike waits until key's queue holds the same entries with the same scores
+// on every node: each waiter's arrival is complete (its ticket is its score on every
+// node). Between a waiter's draw and its first attempt, its score on a node may still
+// be the number that node drew; a waiter that draws then overlaps with it, and the
+// two may go in either order (docs/design.md, "Why a later arrival gets a later
+// ticket").
+func (c *cluster) waitScoresAlike(key string) {
+	c.t.Helper()
+	q, _, _ := redlock.FairKeys(key)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var first, differs string
+		for i, a := range c.admin {
+			z := fmt.Sprint(a.ZRangeWithScores(context.Background(), q, 0, -1).Val())
+			if i == 0 {
+				first = z
+			} else if z != first {
+				differs = z
+			}
+		}
+		if differs == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for the same queue on every node: %s, %s", first, differs)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -146,7 +177,11 @@ func (g *grants) queue(ctx context.Context, c *cluster, client *redlock.Client, 
 }
 
 // TestFairArrivalOrder: four Clients queued one after another behind a held lock get
-// it in that order, each right after the previous one's release.
+// it in that order, each right after the previous one's release. Each comes once the
+// previous one's arrival is complete (waitScoresAlike), which is what design.md
+// promises an order for. With a wait for its entries alone, the order came out
+// [1 2 4 3] once (on a loaded box; the cause was not found, and 200 runs
+// since passed).
 func TestFairArrivalOrder(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
@@ -158,6 +193,7 @@ func TestFairArrivalOrder(t *testing.T) {
 		g := &grants{}
 		for i := 1; i <= 4; i++ {
 			g.queueWaiter(ctx, c, "k", i, 2*time.Millisecond, int64(i))
+			c.waitScoresAlike("k") // arrived: the next one comes after it
 		}
 		start := time.Now()
 		if err := holder.Release(ctx); err != nil {
