@@ -156,10 +156,14 @@ func TestGenerateModes(t *testing.T) {
 // owners granted after them.
 func TestRunShortReentrant(t *testing.T) {
 	// The schedule's sessions are random: a short run now and then has no overlap of one
-	// owner's holds to show. A violation fails at once; missing coverage tries the next
-	// seed whose schedule has an owner shared by two Clients, up to five.
+	// owner's holds to show, and in some schedules (seeds 2, 7, 13, 16, 45) the shared
+	// owner's workers overlap without a break, so no other owner is ever granted (one
+	// logical holder may keep a key, docs/reentrant.md). A violation fails at once;
+	// missing coverage tries the next seed whose schedule has an owner shared by two
+	// Clients, up to ten: in CI on 2026-12-04 the first five all missed (seed 5, which
+	// covers in most runs, had no overlap under -race on a busy box).
 	tried := 0
-	for seed := uint64(1); seed <= 200 && tried < 5; seed++ {
+	for seed := uint64(1); seed <= 200 && tried < 10; seed++ {
 		s := Generate(seed, Reentrant)
 		if !sharesOwner(s) {
 			continue
