@@ -41,10 +41,14 @@ func (c *Client) PartialNotices() int {
 	return len(c.queues.partials)
 }
 
-// Listening returns how many nodes confirmed the subscription to key's channel.
+// Listening returns how many nodes confirmed the subscription to key's channel (with
+// Options.Fair, the Client's own channel, whatever key).
 func (c *Client) Listening(key string) int {
 	c.queues.mu.Lock()
 	defer c.queues.mu.Unlock()
+	if c.opts.Fair {
+		return len(c.queues.fairListening)
+	}
 	if kq := c.queues.keys[key]; kq != nil {
 		return len(kq.listening)
 	}

@@ -217,14 +217,15 @@ func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 }
 
 // fairWaiterID returns a new id for a fair waiter's queue entry: the Client's fairID,
-// "/" and a random UUID, so that the nodes know on which Client's channel to tell the
-// waiter that it is the head of a free key (fair_queue.lua, fairNotify).
+// ":" and a random UUID, so that the nodes know on which Client's channel to tell the
+// waiter that it is the head of a free key (fair_queue.lua, fairNotify; the previous
+// version's "/" named a channel per Client and key).
 func (q *queues) fairWaiterID() (string, error) {
 	id, err := newToken()
 	if err != nil {
 		return "", err
 	}
-	return q.fairID + "/" + id, nil
+	return q.fairID + ":" + id, nil
 }
 
 // run draws the ticket, which queues the waiter, then attempts until the lock is
@@ -275,17 +276,17 @@ func (w *fairWaiter) run() (*Lock, error) {
 	}
 }
 
-// settle waits, before the waiter's draw, until every node has confirmed the key's
-// subscription, at most partialNoticeWait. When the subscription is new, its
-// confirmations (majority and last: listening) make every fair waiter of the key
-// attempt, since a notice sent before them may have been missed. A node that
-// confirmed before the draw put the waiter's entry there cannot have named it in a
-// notice this Client missed, so the waiter makes no such attempt for it (run). When
-// settle came after the draw, each of 8 Clients contending for a fresh key made an
-// attempt at the confirmations (BenchmarkClients' longest wait: the first grants came
-// 2 to 3 ms apart). A key whose subscription is confirmed already (it lingers, or
-// another waiter of this Client made it) does not wait; a node that is down leaves
-// the waiter to the cap, and its confirmation, later, to an attempt.
+// settle waits, before the waiter's draw, until every node has confirmed the
+// subscription of the Client's channel (fairChannel, one for all its keys), at most
+// partialNoticeWait. When the subscription is new, its confirmations (majority and
+// last: listening) make every fair waiter attempt, since a notice sent before them
+// may have been missed. A node that confirmed before the draw put the waiter's entry
+// there cannot have named it in a notice this Client missed, so the waiter makes no
+// such attempt for it (run). When settle came after the draw, each of 8 Clients
+// contending for a fresh key made an attempt at the confirmations (BenchmarkClients'
+// longest wait: the first grants came 2 to 3 ms apart). Once the Client's channel is
+// confirmed (by its first fair waiter, for any key) no waiter waits; a node that is
+// down leaves the waiter to the cap, and its confirmation, later, to an attempt.
 func (w *fairWaiter) settle() error {
 	c := w.c
 	var capped <-chan time.Time

@@ -53,57 +53,69 @@ func TestFairHeadLeavesWhileHeldThenLockExpires(t *testing.T) {
 	}
 }
 
-// TestFairOldVersionHeadTold: during a rolling upgrade, waiters of the previous version
-// are queued beside this one's. Their ids are plain UUIDs (no "<client>/"), and they
-// listen for releases on redlock:released:KEY, counting them against the entries ahead
-// of them. A release of this version that leaves such a waiter at the head of a free
-// key must still announce it there; fairNotify found no Client in the id and told
-// nobody, so the old waiter waited for its renewal (a third of its lease) at every
-// hand-over to it.
+// TestFairOldVersionHeadTold: during a rolling upgrade, waiters of earlier versions
+// are queued beside this one's, and a release of this version that leaves one at the
+// head of a free key must tell it where it listens, or it waits for its renewal (a
+// third of its lease) at every hand-over to it.
+//   - The first fair version: ids are plain UUIDs, and the waiters listen on
+//     redlock:released:KEY for the token (fairNotify once found no Client in such an
+//     id and told nobody).
+//   - The version before 2026-12-04: ids "<client>/<waiter>", and a channel per
+//     Client and key, redlock:fair:<client>:KEY, for "<token> <id>".
 func TestFairOldVersionHeadTold(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, fairOpts)
-	ctx := t.Context()
-	holder, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue, leases, _ := redlock.FairKeys("k")
-	const old = "5f0c9a52-6d1e-4b8e-9c33-0f6f2d6f9a10" // a waiter id of the previous version
-	var subs []*redis.PubSub
-	for _, a := range c.admin {
-		if err := a.ZAdd(ctx, queue, redis.Z{Score: 1, Member: old}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		end := time.Now().Add(time.Minute).UnixMilli()
-		if err := a.ZAdd(ctx, leases, redis.Z{Score: float64(end), Member: old}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		ps := a.Subscribe(ctx, redlock.ReleaseChannel("k")) // as the old waiter's Client
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
-			t.Fatal(err)
-		}
-		subs = append(subs, ps)
-	}
-	if err := holder.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	heard := 0
-	for i, ps := range subs {
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		m, err := ps.ReceiveMessage(rctx)
-		cancel()
-		if err != nil {
-			t.Logf("node %d: no announcement on %s: %v", i+1, redlock.ReleaseChannel("k"), err)
-			continue
-		}
-		if m.Payload != holder.Token() {
-			t.Errorf("node %d announced %q, want the released token %q", i+1, m.Payload, holder.Token())
-		}
-		heard++
-	}
-	if heard < 2 {
-		t.Errorf("%d of 3 nodes announced the release to the old-version head: it waits for its renewal", heard)
+	const client, waiter = "5f0c9a52-6d1e-4b8e-9c33-0f6f2d6f9a10", "0b9e3c1d-2a4f-4e8b-8c7d-6e5f4a3b2c1d"
+	for _, tc := range []struct {
+		name, id, channel string
+		withID            bool // the message is "<token> <id>", not the token alone
+	}{
+		{"first version", waiter, redlock.ReleaseChannel("k"), false},
+		{"channel per key", client + "/" + waiter, "redlock:fair:" + client + ":k", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, redistest.Options{}, fairOpts)
+			ctx := t.Context()
+			holder, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			holder.WaitForCalls() // on every node, so that each release there names the head
+			queue, leases, _ := redlock.FairKeys("k")
+			var subs []*redis.PubSub
+			for _, a := range c.admin {
+				if err := a.ZAdd(ctx, queue, redis.Z{Score: 1, Member: tc.id}).Err(); err != nil {
+					t.Fatal(err)
+				}
+				end := time.Now().Add(time.Minute).UnixMilli()
+				if err := a.ZAdd(ctx, leases, redis.Z{Score: float64(end), Member: tc.id}).Err(); err != nil {
+					t.Fatal(err)
+				}
+				ps := a.Subscribe(ctx, tc.channel) // as the old waiter's Client
+				defer ps.Close()
+				if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+					t.Fatal(err)
+				}
+				subs = append(subs, ps)
+			}
+			if err := holder.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			want := holder.Token()
+			if tc.withID {
+				want += " " + tc.id
+			}
+			for i, ps := range subs {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				m, err := ps.ReceiveMessage(rctx)
+				cancel()
+				if err != nil {
+					t.Errorf("node %d: no announcement on %s: %v", i+1, tc.channel, err)
+					continue
+				}
+				if m.Payload != want {
+					t.Errorf("node %d announced %q, want %q", i+1, m.Payload, want)
+				}
+			}
+		})
 	}
 }
 

@@ -39,9 +39,13 @@ type queues struct {
 	keys  map[string]*keyQueue
 	chans map[string]string // subscribed channel → key
 	// fairID, with Options.Fair, names this Client in its waiters' queue entries
-	// ("<fairID>/<waiter>") and in its channels (fairChannel): the nodes tell the head
+	// ("<fairID>:<waiter>") and in its channel (fairChannel): the nodes tell the head
 	// of a queue that the key is free on the channel of the head's Client only.
 	fairID string
+	// fairKeys maps each fair waiter id of this Client to its key, for the notices on
+	// the Client's channel; fairListening holds the nodes that confirmed that channel.
+	fairKeys      map[string]string
+	fairListening map[int]bool
 
 	// held lists the locks this Client holds per key, until released: one, or the
 	// holds of one owner (WithOwner).

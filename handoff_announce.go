@@ -12,32 +12,57 @@ import (
 // released; the message is the released (now dead) token.
 func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
 
-// fairChannel is the pub/sub channel on which fair_release.lua tells the head of key's
-// queue that the key is free, when the head is a waiter of the Client named client
-// (queues.fairID); the message is "<token> <waiter id>".
-func fairChannel(client, key string) string { return "redlock:fair:" + client + ":" + key } // as in fair_queue.lua
+// fairPrefix begins every fair Client's channel (fairChannel).
+const fairPrefix = "redlock:fair:"
 
-// channel returns the channel this Client subscribes to for key's wake-ups.
+// fairChannel is the pub/sub channel on which fair_release.lua tells the head of a
+// key's queue that the key is free, when the head is a waiter of the Client named
+// client (queues.fairID): one channel per Client for all its keys, so that a waiter
+// for a key new to its Client needs no SUBSCRIBE first. The message is "<token>
+// <waiter id>"; the waiter id tells the Client which key (queues.fairKeys).
+func fairChannel(client string) string { return fairPrefix + client } // as in fair_queue.lua
+
+// isFairChannel reports whether ch is this Client's fair channel (fairChannel).
+func (q *queues) isFairChannel(ch string) bool {
+	return q.c.opts.Fair && len(ch) == len(fairPrefix)+len(q.fairID) &&
+		ch[:len(fairPrefix)] == fairPrefix && ch[len(fairPrefix):] == q.fairID
+}
+
+// channel returns the channel this Client subscribes to for key's wake-ups: with
+// Options.Fair its own channel, the same for every key.
 func (q *queues) channel(key string) string {
 	if q.c.opts.Fair {
-		return fairChannel(q.fairID, key)
+		return fairChannel(q.fairID)
 	}
 	return releaseChannel(key)
 }
 
-// subscribe asks every node to announce releases of the key to this Client.
+// subscribe asks every node to announce releases of the key to this Client. With
+// Options.Fair it subscribes the Client's channel, once for every key: the key's state
+// is not marked subscribed, so it goes when its last waiter leaves (no linger).
 func (t *ticket) subscribe() {
 	q := t.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if t.kq.subscribed || q.closed {
+	if q.closed {
 		return
 	}
-	t.kq.subscribed = true
+	ch, key := q.channel(t.key), t.key
+	if q.c.opts.Fair {
+		if _, ok := q.chans[ch]; ok {
+			return
+		}
+		key = "" // the channel is no key's
+	} else {
+		if t.kq.subscribed {
+			return
+		}
+		t.kq.subscribed = true
+	}
 	if q.chans == nil {
 		q.chans = make(map[string]string)
 	}
-	q.chans[q.channel(t.key)] = t.key
+	q.chans[ch] = key
 	q.start.Do(q.listen)
 	q.changed()
 }
@@ -50,14 +75,18 @@ func (t *ticket) subscribe() {
 func (q *queues) notice(channel, msg string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	kq := q.keys[q.chans[channel]]
-	if kq == nil {
+	key, ok := q.chans[channel]
+	if q.isFairChannel(channel) {
+		key, ok = q.fairKeys[namedIn(msg)] // a waiter that left names no key
+	}
+	kq := q.keys[key]
+	if !ok || kq == nil {
 		return
 	}
 	n := len(q.c.nodes)
 	if !kq.heard(msg, n) {
 		if q.c.opts.Fair && kq.notices[msg].nodes == 1 {
-			q.partialNotice(channel, msg)
+			q.partialNotice(key, msg)
 		}
 		return
 	}
@@ -73,13 +102,13 @@ func (q *queues) notice(channel, msg string) {
 // namedIn returns the waiter id a fair notice "<token> <waiter id>" names.
 func namedIn(msg string) string { return msg[strings.LastIndexByte(msg, ' ')+1:] }
 
-// partialNotice names the waiter of a fair notice msg on channel the head after all
+// partialNotice names the waiter of a fair notice msg for key the head after all
 // (nameHead) if no majority of nodes has sent msg within partialNoticeWait of the
 // first: the nodes that did not name it lack its queue entry (an enqueue call that was
 // dropped, queued behind a failed attempt, or a node restarted empty) or name another
 // head. Without a majority it would wait for its renewal, a third of the entry lease;
 // its attempt queues it again on every node, which mends their order. Callers hold q.mu.
-func (q *queues) partialNotice(channel, msg string) {
+func (q *queues) partialNotice(key, msg string) {
 	if q.closed {
 		return
 	}
@@ -94,7 +123,7 @@ func (q *queues) partialNotice(channel, msg string) {
 		if len(q.partials) == 0 {
 			q.partials = nil // let go of the emptied map's memory
 		}
-		kq := q.keys[q.chans[channel]]
+		kq := q.keys[key]
 		if q.closed || kq == nil {
 			return
 		}
@@ -164,10 +193,11 @@ func (q *queues) listen() {
 // It remembers, per channel, the key state it subscribed for. When sweep dropped a
 // key and an Acquire brought it back before this listener ran, the channel is wanted
 // and subscribed as before, but the new state has no confirmation from this node (its
-// waiters would wait for one: settle, listening): the channel is subscribed again, and
-// Redis confirms a repeated SUBSCRIBE.
+// waiters would wait for one: listening): the channel is subscribed again, and Redis
+// confirms a repeated SUBSCRIBE. A fair Client's own channel belongs to no key state
+// (nil): it is subscribed once, until Close.
 func (q *queues) follow(ls *listener) {
-	have := make(map[string]*keyQueue)
+	have := make(map[string]*keyQueue) // a fair Client's own channel: nil, no key's
 	for {
 		select {
 		case <-ls.stop:
@@ -177,7 +207,8 @@ func (q *queues) follow(ls *listener) {
 		q.mu.Lock()
 		var add, drop []string
 		for ch, key := range q.chans {
-			if kq := q.keys[key]; have[ch] != kq {
+			kq := q.keys[key]
+			if was, ok := have[ch]; !ok || was != kq {
 				add = append(add, ch)
 				have[ch] = kq
 			}
@@ -214,33 +245,59 @@ func (q *queues) follow(ls *listener) {
 // partialNotice), which left the waiter to RetryDelay. Not at each confirmation past
 // the majority: the last one covers the earlier ones, and on a fresh key every fair
 // waiter would attempt once more per node (see settle). These wake-ups are checks: the
-// attempts they cause do not count toward Options.MaxAttempts (waiter.checked).
+// attempts they cause do not count toward Options.MaxAttempts (waiter.checked). With
+// Options.Fair the channel is the Client's own, for all its keys, and every key with
+// fair waiters is checked.
 func (q *queues) listening(i int, channel string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	kq := q.keys[q.chans[channel]]
-	if kq == nil {
+	if q.isFairChannel(channel) {
+		// The Client's own channel, for all its keys: each key with fair waiters is
+		// checked as a key's own subscription would be.
+		if confirmed(&q.fairListening, i, len(q.c.nodes)) {
+			for _, kq := range q.keys {
+				if len(kq.fair) > 0 {
+					kq.recheck()
+				}
+			}
+		}
 		return
 	}
-	if kq.listening == nil {
-		kq.listening = make(map[int]bool)
-	}
-	again := kq.listening[i]
-	kq.listening[i] = true
-	quorum := len(q.c.nodes)/2 + 1
-	if again || len(kq.listening) == quorum || len(kq.listening) == len(q.c.nodes) {
-		kq.courtesy = 0
-		kq.check(true)
-		kq.nameAll()
+	if kq := q.keys[q.chans[channel]]; kq != nil && confirmed(&kq.listening, i, len(q.c.nodes)) {
+		kq.recheck()
 	}
 }
 
+// confirmed records in *seen that node i of n confirmed a subscription, and reports
+// whether that calls for a check (listening): the confirmations now make a majority,
+// or come from every node, or node i had confirmed before (it reconnected).
+func confirmed(seen *map[int]bool, i, n int) bool {
+	if *seen == nil {
+		*seen = make(map[int]bool)
+	}
+	again := (*seen)[i]
+	(*seen)[i] = true
+	return again || len(*seen) == n/2+1 || len(*seen) == n
+}
+
+// recheck wakes the key's waiters and names every fair waiter, as a check (listening).
+func (kq *keyQueue) recheck() {
+	kq.courtesy = 0
+	kq.check(true)
+	kq.nameAll()
+}
+
 // listened returns the channel that is closed at the key's next wake-up, and whether
-// every node has confirmed the key's subscription.
+// every node has confirmed the subscription that brings the key's notices (with
+// Options.Fair, the Client's own channel).
 func (t *ticket) listened() (<-chan struct{}, bool) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	return t.kq.wake, len(t.kq.listening) == len(t.q.c.nodes)
+	seen := t.kq.listening
+	if t.q.c.opts.Fair {
+		seen = t.q.fairListening
+	}
+	return t.kq.wake, len(seen) == len(t.q.c.nodes)
 }
 
 // lingering returns how long an idle key stays subscribed.
@@ -291,7 +348,7 @@ func (q *queues) sweep(now time.Time) (next time.Duration, lingering bool) {
 		left := d - now.Sub(kq.idle)
 		if left <= 0 {
 			delete(q.keys, key)
-			delete(q.chans, q.channel(key))
+			delete(q.chans, releaseChannel(key)) // fair keys do not linger
 			dropped = true
 			continue
 		}

@@ -34,7 +34,7 @@ type keyQueue struct {
 	offer      *offer             // the waiting head's standing request for a handoff
 	handoffs   int                // handoffs in a row since the last plain release
 	courtesy   time.Duration      // see released
-	listening  map[int]bool       // the nodes that confirmed the key's subscription
+	listening  map[int]bool       // the nodes that confirmed the key's subscription (not with Options.Fair: queues.fairListening)
 	// fair holds, with Options.Fair, the ids of this Client's fair waiters for the key,
 	// each with its latest naming: the waiter attempts when that changes (headNamed).
 	fair map[string]naming
@@ -141,19 +141,29 @@ func (q *queues) wakes(key string) uint64 {
 
 // joinFair registers the fair waiter id of this Client for the key's head notices.
 func (t *ticket) joinFair(id string) {
-	t.q.mu.Lock()
-	defer t.q.mu.Unlock()
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if t.kq.fair == nil {
 		t.kq.fair = make(map[string]naming)
 	}
 	t.kq.fair[id] = naming{}
+	if q.fairKeys == nil {
+		q.fairKeys = make(map[string]string)
+	}
+	q.fairKeys[id] = t.key
 }
 
 // leaveFair takes the fair waiter id out of the key's head notices.
 func (t *ticket) leaveFair(id string) {
-	t.q.mu.Lock()
-	defer t.q.mu.Unlock()
+	q := t.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	delete(t.kq.fair, id)
+	delete(q.fairKeys, id)
+	if len(q.fairKeys) == 0 {
+		q.fairKeys = nil // let go of the emptied map's memory
+	}
 }
 
 // headNamed returns the channel that is closed at the key's next wake-up, and the

@@ -75,11 +75,13 @@ end
 -- fairNotify tells the head of the queue that the key is free, after a release or a
 -- removal made it so: it drops the entries whose lease ended (so that a dead waiter is
 -- not the one told), then publishes "msg id" on the channel of the head's Client,
--- redlock:fair:<client>:<key>, the head's id being "<client>/<waiter>". Only the
--- head's Client hears it, not every waiting Client (a head of an earlier version, whose
--- id has no "/", is told the earlier way: msg on redlock:released:<key>). Returns the
--- number of clients that received it (0 with nobody queued, or a PUBLISH refused, say
--- by an ACL without channel rights: the announcement is best effort).
+-- redlock:fair:<client>, the head's id being "<client>:<waiter>": one channel per
+-- Client for all its keys, which it subscribes to once. Only the head's Client hears
+-- it, not every waiting Client. Heads of earlier versions are told as they listen: an
+-- id "<client>/<waiter>" on redlock:fair:<client>:<key>, an id with neither on
+-- redlock:released:<key> (msg alone). Returns the number of clients that received it
+-- (0 with nobody queued, or a PUBLISH refused, say by an ACL without channel rights:
+-- the announcement is best effort).
 local function fairNotify(key, queue, leases, msg)
   if redis.call('EXISTS', queue) == 0 then
     return 0 -- nobody queued (a lease that ended is pruned where a queue is)
@@ -89,14 +91,20 @@ local function fairNotify(key, queue, leases, msg)
   if not head then
     return 0
   end
-  local client = string.match(head, '^([^/]+)/')
   local heard
+  local client = string.match(head, '^([^/:]+):')
   if client then
-    heard = redis.pcall('PUBLISH', 'redlock:fair:' .. client .. ':' .. key, msg .. ' ' .. head)
+    heard = redis.pcall('PUBLISH', 'redlock:fair:' .. client, msg .. ' ' .. head)
   else
-    -- A waiter of an earlier version (its id names no Client, as during a rolling
-    -- upgrade): it listens on the key's release channel and counts releases there.
-    heard = redis.pcall('PUBLISH', 'redlock:released:' .. key, msg)
+    client = string.match(head, '^([^/]+)/')
+    if client then
+      -- The previous version: a channel per Client and key.
+      heard = redis.pcall('PUBLISH', 'redlock:fair:' .. client .. ':' .. key, msg .. ' ' .. head)
+    else
+      -- A waiter of an earlier version (its id names no Client): it listens on the
+      -- key's release channel and counts releases there.
+      heard = redis.pcall('PUBLISH', 'redlock:released:' .. key, msg)
+    end
   end
   if type(heard) ~= 'number' then
     return 0

@@ -1,0 +1,98 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// subscribeCalls returns how many SUBSCRIBE commands node a has run (INFO
+// commandstats).
+func subscribeCalls(ctx context.Context, t *testing.T, a *redis.Client) int {
+	t.Helper()
+	info, err := a.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_subscribe:calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return 0
+}
+
+// TestFairOneChannelPerClient: a fair Client hears the head notices of all its keys
+// on one channel, subscribed once. Its waiters for keys it has not waited for before
+// send no SUBSCRIBE and are still told when they are the head. Before, each new key
+// cost a SUBSCRIBE on every node and a wait for the confirmations before the draw
+// (in BenchmarkClients the measured key's first grants were the run's longest waits).
+func TestFairOneChannelPerClient(t *testing.T) {
+	opts := noPolling // notices only
+	opts.Fair = true
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	waiters := c.newClient(opts)
+	ctx := t.Context()
+	take := func(key string) {
+		t.Helper()
+		holder, err := c.client.Acquire(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder.WaitForCalls() // on every node, so that each release there names the head
+		results := acquireAsync(ctx, waiters, key, time.Minute)
+		eventually(t, "the waiter queued on every node for "+key, func() bool { return queuedEverywhere(ctx, c.admin, key, 1) })
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := wantResult(t, key, results)
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take("k0")
+	before := make([]int, len(c.admin))
+	for i, a := range c.admin {
+		before[i] = subscribeCalls(ctx, t, a)
+	}
+	for i := 1; i <= 5; i++ {
+		take(fmt.Sprintf("k%d", i))
+	}
+	for i, a := range c.admin {
+		if got := subscribeCalls(ctx, t, a); got != before[i] {
+			t.Errorf("node %d: %d SUBSCRIBE calls after 5 more keys, %d before: want none", i+1, got, before[i])
+		}
+		chans, err := a.PubSubChannels(ctx, "redlock:fair:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chans) != 1 {
+			t.Errorf("node %d: fair channels %v, want the waiters' Client's one", i+1, chans)
+		}
+	}
+}
+
+// queuedEverywhere reports whether key's queue holds n entries on every node.
+func queuedEverywhere(ctx context.Context, admins []*redis.Client, key string, n int64) bool {
+	queue, _, _ := redlock.FairKeys(key)
+	for _, a := range admins {
+		if got, err := a.ZCard(ctx, queue).Result(); err != nil || got != n {
+			return false
+		}
+	}
+	return true
+}
