@@ -284,9 +284,11 @@ func (w *fairWaiter) run() (*Lock, error) {
 // there cannot have named it in a notice this Client missed, so the waiter makes no
 // such attempt for it (run). When settle came after the draw, each of 8 Clients
 // contending for a fresh key made an attempt at the confirmations (BenchmarkClients'
-// longest wait: the first grants came 2 to 3 ms apart). Once the Client's channel is
-// confirmed (by its first fair waiter, for any key) no waiter waits; a node that is
-// down leaves the waiter to the cap, and its confirmation, later, to an attempt.
+// longest wait: the first grants came 2 to 3 ms apart). Once every node confirmed the
+// Client's channel (at its first fair wait, for any key) no waiter waits. A node that
+// has not confirmed (it is down) costs the cap once per Client, not once per wait
+// (fairSettled, TestFairDownNodeCostsSettleOnce); its confirmation, later, makes every
+// fair waiter attempt.
 func (w *fairWaiter) settle() error {
 	c := w.c
 	var capped <-chan time.Time
@@ -301,6 +303,7 @@ func (w *fairWaiter) settle() error {
 		select {
 		case <-wake:
 		case <-capped:
+			w.t.settled()
 			return nil
 		case <-w.ctx.Done():
 			return w.stopped()

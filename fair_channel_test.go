@@ -96,3 +96,49 @@ func queuedEverywhere(ctx context.Context, admins []*redis.Client, key string, n
 	}
 	return true
 }
+
+// TestFairDownNodeCostsSettleOnce: a fair waiter waits, before its draw, for every
+// node to confirm its Client's channel, at most NodeTimeout/5 (settle). A node that is
+// down never confirms; the first waiter pays that cap, the ones after it (for any key)
+// do not. Before, every contended fair Acquire paid it for as long as the node was down
+// (10 ms each with the default NodeTimeout).
+func TestFairDownNodeCostsSettleOnce(t *testing.T) {
+	opts := redlock.Options{Fair: true, NodeTimeout: 2500 * time.Millisecond} // cap: 500 ms
+	const settleCap = 500 * time.Millisecond
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	c.servers[2].Kill()
+	live := c.admin[:2]
+	waiters := c.newClient(opts)
+	queuedAfter := func(key string) (time.Duration, <-chan result, *redlock.Lock) {
+		t.Helper()
+		holder, err := c.client.Acquire(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		results := acquireAsync(ctx, waiters, key, time.Minute)
+		eventually(t, "the waiter queued on the live nodes for "+key, func() bool { return queuedEverywhere(ctx, live, key, 1) })
+		return time.Since(start), results, holder
+	}
+	first, res1, h1 := queuedAfter("k1")
+	if first < settleCap {
+		t.Fatalf("the first waiter queued %v after its Acquire, before settle's cap (%v): the test measures nothing", first, settleCap)
+	}
+	second, res2, h2 := queuedAfter("k2")
+	if second >= settleCap/2 {
+		t.Errorf("the second waiter queued %v after its Acquire: it waited for the down node again (cap %v)", second, settleCap)
+	}
+	for i, h := range []*redlock.Lock{h1, h2} {
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := wantResult(t, fmt.Sprintf("waiter %d", i+1), []<-chan result{res1, res2}[i])
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Back, so that Close need not wait out go-redis's dial retries to a refused node
+	// (seconds with its default options) for the releases still out to it.
+	c.servers[2].Restart()
+}

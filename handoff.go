@@ -46,6 +46,9 @@ type queues struct {
 	// the Client's channel; fairListening holds the nodes that confirmed that channel.
 	fairKeys      map[string]string
 	fairListening map[int]bool
+	// fairSettled: a fair waiter waited out settle's cap (a node had not confirmed the
+	// channel); the waiters after it do not wait for that node again.
+	fairSettled bool
 
 	// held lists the locks this Client holds per key, until released: one, or the
 	// holds of one owner (WithOwner).

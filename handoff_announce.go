@@ -289,15 +289,23 @@ func (kq *keyQueue) recheck() {
 
 // listened returns the channel that is closed at the key's next wake-up, and whether
 // every node has confirmed the subscription that brings the key's notices (with
-// Options.Fair, the Client's own channel).
+// Options.Fair, the Client's own channel, or a waiter of this Client gave up waiting
+// for that: settled).
 func (t *ticket) listened() (<-chan struct{}, bool) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	seen := t.kq.listening
 	if t.q.c.opts.Fair {
-		seen = t.q.fairListening
+		return t.kq.wake, t.q.fairSettled || len(t.q.fairListening) == len(t.q.c.nodes)
 	}
-	return t.kq.wake, len(seen) == len(t.q.c.nodes)
+	return t.kq.wake, len(t.kq.listening) == len(t.q.c.nodes)
+}
+
+// settled records that a fair waiter waited out settle's cap for the confirmations of
+// the Client's channel: later waiters do not wait for them (listened).
+func (t *ticket) settled() {
+	t.q.mu.Lock()
+	t.q.fairSettled = true
+	t.q.mu.Unlock()
 }
 
 // lingering returns how long an idle key stays subscribed.
