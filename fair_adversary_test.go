@@ -3,6 +3,8 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +121,69 @@ func TestFairOldVersionHeadTold(t *testing.T) {
 	}
 }
 
+// TestFairPreviousVersionReleaseBounded: the other direction of a rolling upgrade
+// from the version before 2026-12-04. Its release runs its own fair_queue.lua, which
+// tells a head whose id has no "/" the first version's way (the token on
+// redlock:released:KEY), where this version's Clients do not listen: this version's
+// head is not told, and attempts at its renewal (a third of FairLease at most: 333 ms
+// by default). A hand-over from an old Client to a new one costs that, not more
+// (docs/design.md, "Fair locks across processes").
+func TestFairPreviousVersionReleaseBounded(t *testing.T) {
+	oldRelease := redis.NewScript(previousFairQueue(t) + readFile(t, "scripts/fair_release.lua"))
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", time.Minute) // as the old Client's lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	res := acquireAsync(ctx, c.newClient(fairOpts), "k", time.Minute)
+	c.waitQueued("k", 1)
+	start := time.Now()
+	q, l, n := redlock.FairKeys("k")
+	for i, a := range c.admin { // the old Client's Release
+		heard, err := oldRelease.Run(ctx, a, []string{"k", q, l, n}, holder.Token(), "").Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if heard != 1 { // 1 + the clients that heard the notice
+			t.Fatalf("node %d: the previous version's release answered %d: its notice reached a Client of this version", i+1, heard)
+		}
+	}
+	r := wantResult(t, "the head", res)
+	if d := r.at.Sub(start); d > time.Second {
+		t.Errorf("the head got the key %v after the old Client's release: more than its renewal (333 ms) allows", d)
+	} else {
+		t.Logf("the head got the key %v after the old Client's release", d)
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// previousFairQueue returns scripts/fair_queue.lua as it was before 2026-12-04: today's
+// with the lines of fairNotify that choose the channel put back as they were.
+func previousFairQueue(t *testing.T) string {
+	t.Helper()
+	script := readFile(t, "scripts/fair_queue.lua")
+	from := strings.Index(script, "  local heard\n")
+	to := strings.Index(script, "  if type(heard) ~= 'number' then")
+	if from < 0 || to < from {
+		t.Fatal("fair_queue.lua: fairNotify's channel choice not found")
+	}
+	return script[:from] + readFile(t, "testdata/fair_notify_before_2026-12-04.lua") + script[to:]
+}
+
+// readFile returns the file's text.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // TestFairCloseDoesNotWaitForPartialNotice: a notice from one node of three arms a
 // timer for NodeTimeout/5 (partialNotice); Close must not wait for it, since it would
 // only find the Client closed. Before, Close waited the timer out, as it does not for
@@ -148,7 +213,7 @@ func TestFairCloseDoesNotWaitForPartialNotice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "the waiter's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	eventually(t, "the waiter's Client listening on every node", func() bool { return listening(len(c.admin), ac) })
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestFairRedrawKeepsStaleScore(t *testing.T) {
 	}
 	warmed := acquireAsync(ctx, wc, "k", time.Second)
 	c.waitQueued("k", 1)
-	eventually(t, "W's Client subscribed", func() bool { return subscribers(ctx, c.admin, "k") >= 1 })
+	eventually(t, "W's Client listening on every node", func() bool { return listening(len(c.admin), wc) })
 	if err := warm.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestFairDrawQueuedThenCancelled(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		warm := acquireAsync(wctx, wc, "k", time.Second)
 		c.waitQueued("k", 2)
-		eventually(t, "subscribed", func() bool { return subscribers(ctx, c.admin, "k") >= 2 })
+		eventually(t, "wc listening on every node", func() bool { return listening(len(c.admin), wc) })
 		cancel()
 		<-warm
 		c.waitQueued("k", 1)

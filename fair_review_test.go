@@ -33,7 +33,7 @@ func TestFairHeadAfterMinorityYes(t *testing.T) {
 	a, link := c.severableClient(opts, 1, 2)
 	res := acquireAsync(ctx, a, "k", 5*time.Second)
 	c.waitQueued("k", 1)
-	eventually(t, "the waiter's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	eventually(t, "the waiter's Client listening on every node", func() bool { return listening(len(c.admin), a) })
 	// Node 1 lost the holder's key (a restart, say): the waiter, head of the queue,
 	// gets yes there, and fails on nodes 2 and 3, which it cannot reach for a moment.
 	if err := c.admin[0].Del(ctx, "k").Err(); err != nil {

@@ -55,7 +55,7 @@ func TestFairRequeueRounds(t *testing.T) {
 	}
 	got := acquireAsync(ctx, a, "k", 5*time.Second) // a waits once, and so subscribes
 	c.waitQueued("k", 1)
-	eventually(t, "a's subscription", func() bool { return subscribed(ctx, c.admin, "k") })
+	eventually(t, "a listening on every node", func() bool { return listening(len(c.admin), a) })
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -290,7 +290,7 @@ func TestFairDrawQueuesBehind(t *testing.T) {
 		ws = append(ws, c.newClient(opts))
 		pre.queue(ctx, c, ws[i], "k", i, 0, int64(i+1))
 	}
-	eventually(t, "the Clients' subscriptions", func() bool { return subscribers(ctx, c.admin, "k") >= 3 })
+	eventually(t, "the Clients listening on every node", func() bool { return listening(len(c.admin), ws...) })
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,8 @@ func subscribed(ctx context.Context, admins []*redis.Client, key string) bool {
 
 // subscribers returns the fewest subscribers any of the nodes has for key's wake-ups:
 // on its release channel, plus the fair Clients' own channels (redlock:fair:<client>,
-// one per Client for all its keys: the tests that count them use one key).
+// one per Client for all its keys, so they count whichever key: a test with a fair
+// Client at hand asks it instead, listening).
 func subscribers(ctx context.Context, admins []*redis.Client, key string) int64 {
 	ch := redlock.ReleaseChannel(key)
 	fewest := int64(-1)
@@ -84,6 +85,17 @@ func subscribers(ctx context.Context, admins []*redis.Client, key string) int64 
 		}
 	}
 	return fewest
+}
+
+// listening reports whether each of the fair Clients has its channel confirmed by all
+// n nodes (the Client's own count of the confirmations, which wake its waiters).
+func listening(n int, clients ...*redlock.Client) bool {
+	for _, c := range clients {
+		if c.Listening("") != n {
+			return false
+		}
+	}
+	return true
 }
 
 // wantResult waits for a background Acquire and fails unless it got the lock.
