@@ -137,8 +137,12 @@ func TestFairPreviousVersionReleaseBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder.WaitForCalls()
-	res := acquireAsync(ctx, c.newClient(fairOpts), "k", time.Minute)
+	wc := c.newClient(fairOpts)
+	res := acquireAsync(ctx, wc, "k", time.Minute)
 	c.waitQueued("k", 1)
+	// Listening on every node: a release of today's script would be heard, so the
+	// check below that nobody heard this one shows the splice took.
+	eventually(t, "the waiter's Client listening on every node", func() bool { return listening(len(c.admin), wc) })
 	start := time.Now()
 	q, l, n := redlock.FairKeys("k")
 	for i, a := range c.admin { // the old Client's Release
@@ -155,6 +159,59 @@ func TestFairPreviousVersionReleaseBounded(t *testing.T) {
 		t.Errorf("the head got the key %v after the old Client's release: more than its renewal (333 ms) allows", d)
 	} else {
 		t.Logf("the head got the key %v after the old Client's release", d)
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairPreviousVersionReleaseBehindEntry: as TestFairPreviousVersionReleaseBounded,
+// with the previous version's waiter A holding the key and its entry ahead of this
+// version's waiter B. A's release removes A's entry and tells B nothing; B, which
+// counted an entry ahead at its latest attempt, attempts at its renewal, a third of
+// FairLease (333 ms here), and not later.
+func TestFairPreviousVersionReleaseBehindEntry(t *testing.T) {
+	oldRelease := redis.NewScript(previousFairQueue(t) + readFile(t, "scripts/fair_release.lua"))
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.TryAcquire(ctx, "k", time.Minute) // A's lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	q, l, n := redlock.FairKeys("k")
+	const a = "5f0c9a52-6d1e-4b8e-9c33-0f6f2d6f9a10/0b9e3c1d-2a4f-4e8b-8c7d-6e5f4a3b2c1d" // the previous id form
+	for _, admin := range c.admin {                                                       // A's entry, first in line
+		end := float64(time.Now().Add(time.Minute).UnixMilli())
+		if err := admin.ZAdd(ctx, q, redis.Z{Score: 1, Member: a}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.ZAdd(ctx, l, redis.Z{Score: end, Member: a}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Set(ctx, n, 1, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc := c.newClient(fairOpts)
+	res := acquireAsync(ctx, wc, "k", time.Minute)
+	c.waitQueued("k", 2)
+	eventually(t, "B's Client listening on every node", func() bool { return listening(len(c.admin), wc) })
+	start := time.Now()
+	for i, admin := range c.admin {
+		heard, err := oldRelease.Run(ctx, admin, []string{"k", q, l, n}, holder.Token(), a).Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if heard != 1 {
+			t.Fatalf("node %d: the previous version's release answered %d, want 1: removed, nobody told", i+1, heard)
+		}
+	}
+	r := wantResult(t, "B", res)
+	if d := r.at.Sub(start); d > time.Second {
+		t.Errorf("B got the key %v after A's release: more than its renewal (333 ms) allows", d)
+	} else {
+		t.Logf("B got the key %v after A's release", d)
 	}
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)

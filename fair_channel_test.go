@@ -3,8 +3,10 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +143,92 @@ func TestFairDownNodeCostsSettleOnce(t *testing.T) {
 	// Back, so that Close need not wait out go-redis's dial retries to a refused node
 	// (seconds with its default options) for the releases still out to it.
 	c.servers[2].Restart()
+}
+
+// TestFairSettledLateConfirmationRechecks: once a waiter of the Client waited out
+// settle's cap (a node down), later waiters draw before every node confirmed the
+// channel. Here, of five nodes, node 5 is down and node 4's pub/sub connection dials
+// 3 s late; W2 draws while node 4 has not confirmed, and only node 4 names it at the
+// release, a notice nobody heard. Node 4's confirmation, the 4th of 5, is neither the
+// majority's nor the last, and it must still make W2 attempt; before, W2 slept until
+// its RetryDelay (10 s here). Found in review of the fairSettled change.
+func TestFairSettledLateConfirmationRechecks(t *testing.T) {
+	opts := redlock.Options{Fair: true, NodeTimeout: 5 * time.Second, FairLease: time.Minute,
+		RetryDelay: func(int) time.Duration { return 10 * time.Second }} // settle's cap: 1 s
+	c := newCluster(t, 5, redistest.Options{}, opts)
+	ctx := t.Context()
+	h1, err := c.client.Acquire(ctx, "k1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.client.Acquire(ctx, "k", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h1.WaitForCalls()
+	h.WaitForCalls()
+	c.servers[4].Kill()
+	var slow atomic.Bool
+	rdbs := make([]redis.UniversalClient, 5)
+	for i, s := range c.servers {
+		o := &redis.Options{Addr: s.Addr(), MaxRetries: -1}
+		if i == 3 {
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if slow.Load() {
+					time.Sleep(3 * time.Second)
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+		}
+		rdb := redis.NewClient(o)
+		t.Cleanup(func() { rdb.Close() })
+		if i < 4 {
+			if err := rdb.Ping(ctx).Err(); err != nil { // its command connection, dialled now
+				t.Fatal(err)
+			}
+		}
+		rdbs[i] = rdb
+	}
+	w, err := redlock.New(rdbs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	t.Cleanup(func() { c.servers[4].Restart() }) // before the Closes: no dial retries to wait out
+	slow.Store(true)                             // from now on only node 4's pub/sub connection dials
+	live := c.admin[:4]
+	w1ctx, cancel1 := context.WithCancel(ctx)
+	defer cancel1()
+	acquireAsync(w1ctx, w, "k1", time.Minute) // W1 waits out the cap
+	eventually(t, "W1 queued", func() bool { return queuedEverywhere(ctx, live, "k1", 1) })
+	res := acquireAsync(ctx, w, "k", time.Minute)
+	eventually(t, "W2 queued", func() bool { return queuedEverywhere(ctx, live, "k", 1) })
+	if w.Listening("") != 3 {
+		t.Fatalf("%d nodes confirmed when W2 had drawn, want 3 (node 4 late, node 5 down): the test measures nothing", w.Listening(""))
+	}
+	q, _, _ := redlock.FairKeys("k")
+	ids, err := c.admin[3].ZRange(ctx, q, 0, -1).Result()
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("queue on node 4: %v, %v", ids, err)
+	}
+	for _, a := range c.admin[:3] { // only node 4 will name W2
+		if err := a.ZRem(ctx, q, ids[0]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	released := time.Now()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "W2", res)
+	if took := r.at.Sub(released); took > 6*time.Second {
+		t.Errorf("W2 got the key %v after the release: a lost wake-up, until its RetryDelay", took)
+	}
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel1()
+	if err := h1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

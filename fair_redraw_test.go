@@ -104,8 +104,8 @@ func TestFairRedrawKeepsStaleScore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wc.Close() })
-	// Warm-up: W's Client waits for the key once, so that it is subscribed to its
-	// channel for the key (it lingers 5 s) when W comes: a subscription confirmed
+	// Warm-up: W's Client waits for the key once, so that its channel (one for all its
+	// keys, kept until Close) is subscribed when W comes: a subscription confirmed
 	// during W's wait would make W attempt once anyway.
 	warm, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
 	if err != nil {

@@ -279,7 +279,7 @@ func TestFairDrawQueuesBehind(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, opts)
 	ctx := t.Context()
 	q, _, counter := redlock.FairKeys("k")
-	// Each Client waits for k once, so that it stays subscribed (it lingers 5 s).
+	// Each Client waits for k once, so that its channel is subscribed (until Close).
 	var ws []*redlock.Client
 	first, err := c.client.TryAcquire(ctx, "k", 10*time.Second)
 	if err != nil {

@@ -253,8 +253,12 @@ func (q *queues) listening(i int, channel string) {
 	defer q.mu.Unlock()
 	if q.isFairChannel(channel) {
 		// The Client's own channel, for all its keys: each key with fair waiters is
-		// checked as a key's own subscription would be.
-		if confirmed(&q.fairListening, i, len(q.c.nodes)) {
+		// checked as a key's own subscription would be. Once a waiter drew without
+		// waiting for every node (fairSettled), every confirmation is checked: the
+		// waiter may have an entry on this node that named it before it listened, and
+		// the last confirmation, which covers the earlier ones, may never come (a node
+		// down; TestFairSettledLateConfirmationRechecks).
+		if confirmed(&q.fairListening, i, len(q.c.nodes)) || q.fairSettled {
 			for _, kq := range q.keys {
 				if len(kq.fair) > 0 {
 					kq.recheck()
