@@ -129,7 +129,6 @@ func TestFairOldVersionHeadTold(t *testing.T) {
 // by default). A hand-over from an old Client to a new one costs that, not more
 // (docs/design.md, "Fair locks across processes").
 func TestFairPreviousVersionReleaseBounded(t *testing.T) {
-	oldRelease := redis.NewScript(previousFairQueue(t) + readFile(t, "scripts/fair_release.lua"))
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	holder, err := c.client.Acquire(ctx, "k", time.Minute) // as the old Client's lock
@@ -144,16 +143,7 @@ func TestFairPreviousVersionReleaseBounded(t *testing.T) {
 	// check below that nobody heard this one shows the splice took.
 	eventually(t, "the waiter's Client listening on every node", func() bool { return listening(len(c.admin), wc) })
 	start := time.Now()
-	q, l, n := redlock.FairKeys("k")
-	for i, a := range c.admin { // the old Client's Release
-		heard, err := oldRelease.Run(ctx, a, []string{"k", q, l, n}, holder.Token(), "").Int()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if heard != 1 { // 1 + the clients that heard the notice
-			t.Fatalf("node %d: the previous version's release answered %d: its notice reached a Client of this version", i+1, heard)
-		}
-	}
+	c.releasePrevious("k", holder.Token(), "") // the old Client's Release
 	r := wantResult(t, "the head", res)
 	if d := r.at.Sub(start); d > time.Second {
 		t.Errorf("the head got the key %v after the old Client's release: more than its renewal (333 ms) allows", d)
@@ -171,7 +161,6 @@ func TestFairPreviousVersionReleaseBounded(t *testing.T) {
 // counted an entry ahead at its latest attempt, attempts at its renewal, a third of
 // FairLease (333 ms here), and not later.
 func TestFairPreviousVersionReleaseBehindEntry(t *testing.T) {
-	oldRelease := redis.NewScript(previousFairQueue(t) + readFile(t, "scripts/fair_release.lua"))
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	holder, err := c.client.TryAcquire(ctx, "k", time.Minute) // A's lock
@@ -198,15 +187,7 @@ func TestFairPreviousVersionReleaseBehindEntry(t *testing.T) {
 	c.waitQueued("k", 2)
 	eventually(t, "B's Client listening on every node", func() bool { return listening(len(c.admin), wc) })
 	start := time.Now()
-	for i, admin := range c.admin {
-		heard, err := oldRelease.Run(ctx, admin, []string{"k", q, l, n}, holder.Token(), a).Int()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if heard != 1 {
-			t.Fatalf("node %d: the previous version's release answered %d, want 1: removed, nobody told", i+1, heard)
-		}
-	}
+	c.releasePrevious("k", holder.Token(), a)
 	r := wantResult(t, "B", res)
 	if d := r.at.Sub(start); d > time.Second {
 		t.Errorf("B got the key %v after A's release: more than its renewal (333 ms) allows", d)
@@ -215,6 +196,25 @@ func TestFairPreviousVersionReleaseBehindEntry(t *testing.T) {
 	}
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// releasePrevious runs on every node the release of the version before 2026-12-04
+// (its fair_queue.lua with today's fair_release.lua) for token and waiter id, and
+// fails unless each node removed something and its notice reached nobody: this
+// version's Clients do not hear that version's notices.
+func (c *cluster) releasePrevious(key, token, id string) {
+	c.t.Helper()
+	script := redis.NewScript(previousFairQueue(c.t) + readFile(c.t, "scripts/fair_release.lua"))
+	q, l, n := redlock.FairKeys(key)
+	for i, a := range c.admin {
+		heard, err := script.Run(c.t.Context(), a, []string{key, q, l, n}, token, id).Int()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if heard != 1 { // 1 + the clients that heard the notice
+			c.t.Fatalf("node %d: the previous version's release answered %d, want 1 (nobody heard it)", i+1, heard)
+		}
 	}
 }
 

@@ -3,10 +3,8 @@ package redlock_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,34 +166,9 @@ func TestFairSettledLateConfirmationRechecks(t *testing.T) {
 	h1.WaitForCalls()
 	h.WaitForCalls()
 	c.servers[4].Kill()
-	var slow atomic.Bool
-	rdbs := make([]redis.UniversalClient, 5)
-	for i, s := range c.servers {
-		o := &redis.Options{Addr: s.Addr(), MaxRetries: -1}
-		if i == 3 {
-			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if slow.Load() {
-					time.Sleep(3 * time.Second)
-				}
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			}
-		}
-		rdb := redis.NewClient(o)
-		t.Cleanup(func() { rdb.Close() })
-		if i < 4 {
-			if err := rdb.Ping(ctx).Err(); err != nil { // its command connection, dialled now
-				t.Fatal(err)
-			}
-		}
-		rdbs[i] = rdb
-	}
-	w, err := redlock.New(rdbs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
+	w, slow := c.slowDialClient(opts, 3, 3*time.Second, 4)
 	t.Cleanup(func() { c.servers[4].Restart() }) // before the Closes: no dial retries to wait out
-	slow.Store(true)                             // from now on only node 4's pub/sub connection dials
+	slow()                                       // from now on only node 4's pub/sub connection dials
 	live := c.admin[:4]
 	w1ctx, cancel1 := context.WithCancel(ctx)
 	defer cancel1()

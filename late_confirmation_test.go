@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,41 @@ import (
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
+
+// slowDialClient returns a Client over c's nodes whose connections to node slowNode
+// (from 0) dial delay late once slow is called. The command connection to every node
+// not in down is dialled before (a ping), so from then on only slowNode's pub/sub
+// connection dials.
+func (c *cluster) slowDialClient(opts redlock.Options, slowNode int, delay time.Duration, down ...int) (w *redlock.Client, slow func()) {
+	c.t.Helper()
+	var late atomic.Bool
+	rdbs := make([]redis.UniversalClient, len(c.servers))
+	for i, s := range c.servers {
+		o := &redis.Options{Addr: s.Addr()}
+		if i == slowNode {
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if late.Load() {
+					time.Sleep(delay)
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+		}
+		rdb := redis.NewClient(o)
+		c.t.Cleanup(func() { rdb.Close() })
+		if !slices.Contains(down, i) {
+			if err := rdb.Ping(c.t.Context()).Err(); err != nil { // its command connection, dialled now
+				c.t.Fatal(err)
+			}
+		}
+		rdbs[i] = rdb
+	}
+	w, err := redlock.New(rdbs, opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { w.Close() })
+	return w, func() { late.Store(true) }
+}
 
 // TestLateConfirmationWakesPlainWaiter: a plain lock held on a bare majority (nodes 2
 // and 3) needs both their release notices. The waiter's subscription is confirmed by
@@ -35,32 +71,9 @@ func TestLateConfirmationWakesPlainWaiter(t *testing.T) {
 	if err := c.admin[0].Del(ctx, "k").Err(); err != nil { // held on nodes 2 and 3 only
 		t.Fatal(err)
 	}
-	var slow atomic.Bool
 	const dialDelay = 300 * time.Millisecond
-	rdbs := make([]redis.UniversalClient, 3)
-	for i, s := range c.servers {
-		o := &redis.Options{Addr: s.Addr()}
-		if i == 2 {
-			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if slow.Load() {
-					time.Sleep(dialDelay)
-				}
-				return (&net.Dialer{}).DialContext(ctx, network, addr)
-			}
-		}
-		rdb := redis.NewClient(o)
-		t.Cleanup(func() { rdb.Close() })
-		if err := rdb.Ping(ctx).Err(); err != nil { // the command connection, dialed now
-			t.Fatal(err)
-		}
-		rdbs[i] = rdb
-	}
-	w, err := redlock.New(rdbs, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	slow.Store(true) // from now on only node 3's pub/sub connection dials
+	w, slow := c.slowDialClient(opts, 2, dialDelay)
+	slow() // from now on only node 3's pub/sub connection dials
 	res := acquireAsync(ctx, w, "k", 10*time.Second)
 	eventually(t, "the subscription confirmed by nodes 1 and 2", func() bool { return w.Listening("k") == 2 })
 	start := time.Now()
