@@ -47,7 +47,8 @@ type queues struct {
 	fairKeys      map[string]string
 	fairListening map[int]bool
 	// fairSettled: a fair waiter waited out settle's cap (a node had not confirmed the
-	// channel); the waiters after it do not wait for that node again.
+	// channel); the waiters after it do not wait for that node again, and every
+	// confirmation from then on rechecks the Client's fair keys (listening).
 	fairSettled bool
 
 	// held lists the locks this Client holds per key, until released: one, or the

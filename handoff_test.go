@@ -98,6 +98,19 @@ func listening(n int, clients ...*redlock.Client) bool {
 	return true
 }
 
+// wantGrantWithin is wantResult that also fails (without stopping the test) when the
+// lock came more than bound after since, and logs how long it took.
+func wantGrantWithin(t *testing.T, what string, results <-chan result, since time.Time, bound time.Duration) result {
+	t.Helper()
+	r := wantResult(t, what, results)
+	if took := r.at.Sub(since); took > bound {
+		t.Errorf("%s got the lock %v after it was free, more than %v", what, took, bound)
+	} else {
+		t.Logf("%s got the lock %v after it was free", what, took)
+	}
+	return r
+}
+
 // wantResult waits for a background Acquire and fails unless it got the lock.
 func wantResult(t *testing.T, what string, results <-chan result) result {
 	t.Helper()
