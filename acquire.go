@@ -52,7 +52,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lo
 		return nil, err
 	}
 	if c.opts.Fair {
-		if owner != "" {
+		if owner != "" && c.opts.Fencing {
 			return nil, fairOwnerError(key)
 		}
 		return c.fairAcquire(w)
@@ -155,7 +155,7 @@ func (c *Client) attempt(ctx context.Context, key string, ttl time.Duration, lea
 	}
 	req := roundRequest{key: key, owner: owner, ttl: ttl, lead: lead}
 	if c.opts.Fair {
-		if owner != "" {
+		if owner != "" && c.opts.Fencing {
 			return nil, nil, fairOwnerError(key)
 		}
 		req.fair = fairTry

@@ -22,6 +22,8 @@ var (
 	fairTicketLua string
 	//go:embed scripts/fair_queue.lua
 	fairQueueLua string // put in front of the two fair acquire scripts, the ticket draw and the release
+	//go:embed scripts/fair_owner.lua
+	fairOwnerLua string // put after fair_queue.lua in front of fair_acquire.lua and fair_release.lua
 	//go:embed scripts/fair_acquire.lua
 	fairAcquireLua string
 	//go:embed scripts/fair_fenced_acquire.lua
@@ -30,8 +32,8 @@ var (
 	fairReleaseLua string
 
 	stepFairTicket  = step{redis.NewScript(fairQueueLua + fairTicketLua), drawReply, false, nil}
-	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairAcquireLua), fairReply, false, nil}
-	stepFairRelease = step{redis.NewScript(fairQueueLua + fairReleaseLua), released, false, nil}
+	stepFairAcquire = step{redis.NewScript(fairQueueLua + fairOwnerLua + fairAcquireLua), fairReply, false, nil}
+	stepFairRelease = step{redis.NewScript(fairQueueLua + fairOwnerLua + fairReleaseLua), released, false, nil}
 	// With Options.Fencing: it answers a refused proposal as text ("-c"), judged as
 	// fenced_acquire.lua's, apart from a waiter's place (an integer, fairReply).
 	stepFairFencedAcquire = step{redis.NewScript(decimalLua + fairQueueLua + fairFencedAcquireLua), fairReply, true, fencedReply}
@@ -82,10 +84,12 @@ const DefaultFairLease = time.Second
 // renews it every third of a lease and a renewal may take a node timeout.
 const minFairLeaseTimeouts = 10
 
-// fairOwnerError refuses an owner's Acquire or TryAcquire (WithOwner) with Options.Fair:
-// reentrant holds do not queue yet.
+// fairOwnerError refuses an owner's Acquire or TryAcquire (WithOwner) with both
+// Options.Fair and Options.Fencing: a fenced owner's lease (reentrant_fenced_acquire.lua)
+// has no fair script yet. Fair owners without fencing, and fair fencing without owner,
+// are supported.
 func fairOwnerError(key string) error {
-	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair yet", key)
+	return fmt.Errorf("redlock: acquire %q: reentrant locks (WithOwner) are not supported with Options.Fair and Options.Fencing together yet", key)
 }
 
 // fairDefaults validates the fair-lock options of o and fills in their defaults.
@@ -149,13 +153,14 @@ var fairTry = &fairEntry{}
 // stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
 // proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
 // names to its KEYS).
+// An owner's hold (req.owner, never with a fence: fairOwnerError) goes as ARGV[6].
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
 	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
 	queues := e.id != "" // a waiter's attempt, not a TryAcquire
 	if req.fence != 0 {
 		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence), queues: queues}
 	}
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args, queues: queues}
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: append(args, req.owner), queues: queues}
 }
 
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
@@ -190,7 +195,9 @@ type fairWaiter struct {
 // for that (at most a node timeout).
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
-	if !c.queues.othersQueued(w.key, c.opts.Clock.Now()) {
+	// An owner's first attempt is made even behind others: if the owner holds the key,
+	// it adds a hold at once (reentrancy).
+	if w.owner() != "" || !c.queues.othersQueued(w.key, c.opts.Clock.Now()) {
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
@@ -399,7 +406,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	if !c.enter() {
 		return nil, w.stopped()
 	}
-	lock, qe, t, err := c.rounds(w.ctx, roundRequest{key: w.key, ttl: w.ttl, fair: &w.entry})
+	lock, qe, t, err := c.rounds(w.ctx, roundRequest{key: w.key, owner: w.owner(), ttl: w.ttl, fair: &w.entry})
 	if err != nil {
 		c.inFlight.Done()
 		return nil, err
@@ -409,7 +416,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	w.ahead = fairAhead(t)
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
-		c.cleanup(w.ctx, w.key, "", lock.token, lock.lastRound)
+		c.cleanup(w.ctx, w.key, lock.owner, lock.token, lock.lastRound)
 		lock, qe = nil, nil
 	}
 	c.inFlight.Done()
@@ -474,13 +481,14 @@ func (w *fairWaiter) period() time.Duration {
 func (w *fairWaiter) leave() (tally, *multierror.Error) {
 	c := w.c
 	ctx := context.WithoutCancel(w.ctx)
-	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
+	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id, ""}}), false)
 	return t, errs
 }
 
 // fairRelease turns req into the release step of a lock of a Client with Options.Fair:
-// its queue entry, if it has one, goes with the key, and the head of the queue is told.
+// its queue entry, if it has one, goes with the key (an owner's hold: with the hold,
+// the key only with the owner's last), and the head of the queue is told.
 func (l *Lock) fairRelease(req stepRequest) stepRequest {
-	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
+	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID, l.owner}
 	return req
 }

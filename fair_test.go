@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -602,28 +601,6 @@ func TestFairWakesOnlyTheNext(t *testing.T) {
 	// the head was named, the waiters counted releases: 15 attempts here.)
 	if attempts > waiters+2 {
 		t.Errorf("%d attempts on node 1 for %d hand-overs: waiters that are not next attempt too", attempts, waiters)
-	}
-}
-
-// TestFairRefusesOwners: an owner's Acquire or TryAcquire (WithOwner) on a fair Client
-// is refused with an error that says so, and leaves nothing on the nodes: reentrant
-// holds do not queue yet.
-func TestFairRefusesOwners(t *testing.T) {
-	c := newCluster(t, 3, redistest.Options{}, fairOpts)
-	ctx := redlock.WithOwner(t.Context(), "job-1")
-	if l, err := c.client.Acquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), "not supported with Options.Fair") {
-		t.Fatalf("Acquire with an owner: %v, %v; want the refusal", l, err)
-	}
-	if l, err := c.client.TryAcquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), "not supported with Options.Fair") {
-		t.Fatalf("TryAcquire with an owner: %v, %v; want the refusal", l, err)
-	}
-	for i, n := range c.queueLens("k") {
-		if n != 0 {
-			t.Errorf("node %d: %d queue entries after the refusals", i+1, n)
-		}
-	}
-	if got := c.values("k"); strings.Join(got, "") != "" {
-		t.Errorf("the key was set: %q", got)
 	}
 }
 

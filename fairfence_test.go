@@ -173,7 +173,7 @@ func TestFairFencedRefusals(t *testing.T) {
 }
 
 // allLateSteps are the steps of TestLateCopiesOfEveryCommand.
-var allLateSteps = append(slices.Clip(lateSteps), fairFencedLateSteps...)
+var allLateSteps = slices.Concat(lateSteps, fairFencedLateSteps, fairOwnerLateSteps)
 
 // fairFencedLateSteps end lateSteps (TestLateCopiesOfEveryCommand) with every call of
 // a fair fenced lock: a first try that takes a free key, a waiter's ticket and queued

@@ -8,6 +8,11 @@
 -- KEYS[4]  the key's ticket counter (unused; keeps the KEYS of the fair scripts alike)
 -- ARGV[1]  the token the lock was acquired with, or "" when a waiter leaves
 -- ARGV[2]  the waiter's id, whose entry is removed ("" for a lock of TryAcquire)
+-- ARGV[3]  the owner's head for a hold of an owner (WithOwner), whose id is then
+--          ARGV[1]; "" (or absent) for a lock without owner. The hold is removed
+--          (ownerRemove, from fair_owner.lua), and the key goes, and the head is told,
+--          only with the owner's last hold; a key the owner holds without this hold
+--          counts as held by another token, but answers 0, not −1
 --
 -- Returns -1 when another token holds the key (left untouched) and no entry was taken
 -- out by a waiter leaving; 0 when nothing changed; otherwise it deleted the key holding
@@ -21,7 +26,7 @@
 -- touch a later lock's key or a live waiter's entry; a late copy that removed nothing
 -- tells nobody.
 local key, queue, leases = KEYS[1], KEYS[2], KEYS[3]
-local token, id = ARGV[1], ARGV[2]
+local token, id, head = ARGV[1], ARGV[2], ARGV[3] or ''
 local wasHead, removed = false, false
 if id ~= '' then
   wasHead = redis.call('ZRANGE', queue, 0, 0)[1] == id
@@ -38,6 +43,19 @@ if token == '' then
     return 0
   end
   msg = id
+elseif head ~= '' and cur then
+  if string.sub(cur, 1, #head) ~= head then
+    return -1
+  end
+  local last = ownerRemove(key, cur, head, token)
+  if last == nil and not removed then
+    return 0
+  end
+  if last then
+    cur = nil
+  end
+elseif head ~= '' and not removed then
+  return 0
 elseif cur and cur ~= token then
   return -1
 elseif cur then

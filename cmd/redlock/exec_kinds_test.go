@@ -198,8 +198,9 @@ func checkFairStatus(t *testing.T, servers []*redistest.Server, key string, r re
 
 // TestExecFairRefusals: --fair with --fence is what the library says: refused with
 // its error and exit 2 while it does not support the pair, else a fair fenced lock.
-// --fair with --owner gets the library's refusal of reentrant fair locks. Neither
-// leaves anything on the nodes, and the command does not run.
+// --fair with --owner runs the command under a reentrant fair lock; with --fence too,
+// it gets the library's refusal of fenced reentrant fair locks. No refusal leaves
+// anything on the nodes, nor runs the command.
 func TestExecFairRefusals(t *testing.T) {
 	servers, urls := nodes(t, 3, redistest.Options{})
 	c := newCLI(t)
@@ -216,8 +217,12 @@ func TestExecFairRefusals(t *testing.T) {
 	}
 
 	r = c.run("env", append(append(base, "--owner", "job"), helper()...)...)
-	if r.code != exitExecFailure || !strings.Contains(r.stderr, "not supported with Options.Fair") || r.stdout != "" {
-		t.Errorf("--fair --owner: exit %d, stderr %q; want %d, the library's refusal and no command run", r.code, r.stderr, exitExecFailure)
+	if r.code != 0 || !strings.Contains(r.stdout, "REDLOCK_KEY=fairfence") {
+		t.Errorf("--fair --owner: exit %d, output %q; want the command run under the lock; stderr: %s", r.code, r.stdout, r.stderr)
+	}
+	r = c.run("env", append(append(base, "--owner", "job", "--fence"), helper()...)...)
+	if r.code != exitExecFailure || !strings.Contains(r.stderr, "not supported with Options.Fair and Options.Fencing") || r.stdout != "" {
+		t.Errorf("--fair --owner --fence: exit %d, stderr %q; want %d, the library's refusal and no command run", r.code, r.stderr, exitExecFailure)
 	}
 	for _, s := range servers {
 		if keys := s.Client().Keys(t.Context(), "*").Val(); len(keys) != 0 && err != nil {

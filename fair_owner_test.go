@@ -1,0 +1,275 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// Reentrant fair locks (WithOwner with Options.Fair): an owner that holds the key adds
+// a hold at once, ahead of the queue; an owner that does not queues like any waiter;
+// the key, and the turn of the next waiter, go with the owner's last hold.
+
+// TestFairOwnerReentersAheadOfQueue: owner job holds the key (Client A); a waiter
+// without owner queues (Client W); another Client of job (B) gets a hold at once,
+// ahead of the waiter. Releasing A's hold leaves the key job's and the waiter
+// waiting; releasing B's, the last, hands the key to the waiter at once.
+func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	job := redlock.WithOwner(ctx, "job")
+	a, err := c.client.Acquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
+	c.waitQueued("k", 1)
+
+	start := time.Now()
+	b, err := c.newClient(fairOpts).Acquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatalf("the owner's second hold, from another Client: %v", err)
+	}
+	// At once: one attempt, not a renewal period (FairLease/3 = 333 ms) in the queue.
+	if took := time.Since(start); took > 250*time.Millisecond {
+		t.Errorf("the owner's second hold took %v behind a queued waiter", took)
+	}
+	a.WaitForCalls()
+	b.WaitForCalls()
+	c.wantHolds("k", "job", []*redlock.Lock{a, b}, []*redlock.Lock{a, b}, []*redlock.Lock{a, b})
+	if got := c.queueLens("k"); !slices.Equal(got, []int64{1, 1, 1}) {
+		t.Errorf("queue lengths %v, want the waiter's entry alone (the hold did not queue)", got)
+	}
+
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitForCalls()
+	c.wantHolds("k", "job", []*redlock.Lock{b}, []*redlock.Lock{b}, []*redlock.Lock{b})
+	select {
+	case r := <-waiter:
+		t.Fatalf("the waiter got the key while the owner still holds it: %v, %v", r.lock, r.err)
+	case <-time.After(100 * time.Millisecond): // a release that wrongly freed the key would have told it by now
+	}
+
+	released := time.Now()
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "the waiter after the owner's last release", waiter)
+	if took := r.at.Sub(released); took > 250*time.Millisecond {
+		t.Errorf("the waiter got the key %v after the owner's last release: it was not told", took)
+	}
+	c.wantValues("k", r.lock.Token(), r.lock.Token(), r.lock.Token())
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.waitQueued("k", 0)
+}
+
+// TestFairOwnerQueuesInArrivalOrder: an owner that does not hold the key waits its
+// turn like any waiter: behind the waiter that came first, ahead of the one after it.
+func TestFairOwnerQueuesInArrivalOrder(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	holder, err := c.client.Acquire(ctx, "k", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &grants{}
+	g.queueWaiter(ctx, c, "k", 1, 2*time.Millisecond, 1)
+	c.waitScoresAlike("k")
+	g.queue(redlock.WithOwner(ctx, "job"), c, c.newClient(fairOpts), "k", 2, 2*time.Millisecond, 2)
+	c.waitScoresAlike("k")
+	g.queueWaiter(ctx, c, "k", 3, 2*time.Millisecond, 3)
+	c.waitScoresAlike("k")
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.wg.Wait()
+	if want := []int{1, 2, 3}; !slices.Equal(g.order, want) {
+		t.Fatalf("granted in order %v, want %v (the owner, second, in its place)", g.order, want)
+	}
+	c.waitQueued("k", 0)
+	c.wantValues("k", "", "", "")
+}
+
+// TestFairOwnerTryAcquire: with a waiter queued, TryAcquire for the owner that holds
+// the key adds a hold; for another owner, or without owner, it is refused and leaves
+// nothing behind (it does not queue).
+func TestFairOwnerTryAcquire(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	job := redlock.WithOwner(ctx, "job")
+	a, err := c.client.Acquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
+	c.waitQueued("k", 1)
+	other := c.newClient(fairOpts)
+	b, err := other.TryAcquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquire for the owner that holds the key: %v", err)
+	}
+	a.WaitForCalls()
+	wantHeldElsewhere(t, redlock.WithOwner(ctx, "other"), other, "another owner", "k")
+	wantHeldElsewhere(t, ctx, other, "a TryAcquire without owner", "k")
+	c.wantHolds("k", "job", []*redlock.Lock{a, b}, []*redlock.Lock{a, b}, []*redlock.Lock{a, b})
+	if got := c.queueLens("k"); !slices.Equal(got, []int64{1, 1, 1}) {
+		t.Errorf("queue lengths %v, want the waiter's entry alone", got)
+	}
+	for _, l := range []*redlock.Lock{b, a} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := wantResult(t, "the waiter", waiter)
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The key free and nobody queued: an owner's TryAcquire takes it.
+	l, err := other.TryAcquire(redlock.WithOwner(ctx, "other"), "k", time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquire of a free key with nobody queued: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.waitQueued("k", 0)
+	c.wantValues("k", "", "", "")
+}
+
+// TestFairOwnerReleaseKeepsMinorityHold: a node that missed the owner's second hold
+// (its call failed there) still lists the first; releasing the first there must not
+// free the key on that node while the owner holds it on the majority, and the last
+// release frees it everywhere and tells the waiter.
+func TestFairOwnerReleaseKeepsMinorityHold(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	job := redlock.WithOwner(ctx, "job")
+	a, err := c.client.Acquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
+	c.waitQueued("k", 1)
+	b, err := c.newClient(fairOpts).Acquire(job, "k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WaitForCalls()
+	// Node 3 loses b's hold (as if its call had not landed there).
+	if err := c.admin[2].Set(ctx, "k", ownerHead("job")+a.Token()+"|", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitForCalls()
+	// Node 3 is free now, the others list b: the owner still holds a majority, and
+	// the waiter, told by node 3 alone, must not get the key.
+	c.wantHolds("k", "job", []*redlock.Lock{b}, []*redlock.Lock{b}, nil)
+	select {
+	case r := <-waiter:
+		t.Fatalf("the waiter got the key from a minority: %v, %v", r.lock, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "the waiter", waiter)
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairRefusesFencedOwners: an owner's Acquire or TryAcquire (WithOwner) on a fair
+// Client with fencing is refused with an error that says so, and leaves nothing on
+// the nodes: a fenced owner's lease has no fair script yet.
+func TestFairRefusesFencedOwners(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, Fencing: true})
+	ctx := redlock.WithOwner(t.Context(), "job-1")
+	want := "not supported with Options.Fair and Options.Fencing"
+	if l, err := c.client.Acquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Acquire with an owner: %v, %v; want the refusal", l, err)
+	}
+	if l, err := c.client.TryAcquire(ctx, "k", 5*time.Second); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("TryAcquire with an owner: %v, %v; want the refusal", l, err)
+	}
+	for i, n := range c.queueLens("k") {
+		if n != 0 {
+			t.Errorf("node %d: %d queue entries after the refusals", i+1, n)
+		}
+	}
+	if got := c.values("k"); strings.Join(got, "") != "" {
+		t.Errorf("the key was set: %q", got)
+	}
+}
+
+// fairOwnerLateSteps end allLateSteps (TestLateCopiesOfEveryCommand) with every call of
+// a reentrant fair lock: an owner's first try, a waiter queued, the owner's second hold
+// ahead of it, the releases of both holds, the waiter's grant, and the owner taking
+// the key again, held to the end (so that copies of its earlier holds' calls meet a
+// held key of the same owner).
+var fairOwnerLateSteps = []lateStep{
+	{"fair owner: a hold ahead of a waiter, both released", func(w *lateWorld, ctx context.Context) error {
+		fo := redlock.WithOwner(ctx, "fo")
+		first, err := w.fairClient().Acquire(fo, "kfo", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		res := acquireAsync(ctx, w.fairClient(), "kfo", 10*time.Second)
+		w.c.waitQueued("kfo", 1)
+		second, err := w.fairClient().Acquire(fo, "kfo", 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if err := second.Extend(ctx, 8*time.Second); err != nil {
+			return err
+		}
+		for _, l := range []*redlock.Lock{first, second} {
+			if err := l.Release(ctx); err != nil {
+				return err
+			}
+		}
+		r := wantResult(w.t, "the fair waiter behind an owner", res)
+		w.held["FW"] = r.lock
+		return r.lock.Extend(ctx, 20*time.Second)
+	}},
+	{"fair owner: the owner takes it again", func(w *lateWorld, ctx context.Context) error {
+		l := w.held["FW"]
+		delete(w.held, "FW")
+		if err := l.Release(ctx); err != nil {
+			return err
+		}
+		fo := redlock.WithOwner(ctx, "fo")
+		again, err := w.fairClient().TryAcquire(fo, "kfo", 10*time.Second)
+		if err != nil {
+			return err
+		}
+		w.held["FO"] = again
+		if l, err := w.fairClient().TryAcquire(ctx, "kfo", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+			return fmt.Errorf("a lock without owner on kfo held by fo: %v, %v", l, err)
+		}
+		return again.Extend(ctx, 30*time.Second)
+	}},
+}
+
+// fairClient returns a new fair Client whose calls w records.
+func (w *lateWorld) fairClient() *redlock.Client {
+	w.t.Helper()
+	client, err := redlock.New(w.rec.clients(w.c.servers), fairOpts)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { client.Close() })
+	return client
+}
