@@ -30,11 +30,12 @@ var sharedOwners = []string{"job-a", "job-b"}
 // the node timeout, as Options requires.
 func fairLease(c ClientSpec) time.Duration { return max(500*time.Millisecond, 10*c.NodeTimeout) }
 
-// drawModes gives the Clients of s their reentrant or fair mode: in Mixed a quarter
-// of the schedules are fair (every Client), otherwise each Client acquires for an
-// owner with a chance of 0.3; in Reentrant every Client has an owner, and each owner
-// fences as drawn below (every owner's Clients alike, see giveOwner); in Fair every
-// Client is fair. It draws from a generator of its own, so the other draws of a seed
+// drawModes gives the Clients of s their reentrant or fair mode: in Mixed each Client
+// acquires for an owner with a chance of 0.3, and a quarter of the schedules are fair
+// (every Client; its owners then do not fence); in Reentrant every Client has an
+// owner, and each owner fences as drawn below (every owner's Clients alike, see
+// giveOwner); in Fair every Client is fair, and acquires for an owner, unfenced, with
+// a chance of 0.3. It draws from a generator of its own, so the other draws of a seed
 // (Clients, faults) stay what they were before the modes existed.
 func drawModes(s *Schedule) {
 	r := rand.New(rand.NewPCG(s.Seed, 0x6d6f646573))
@@ -71,6 +72,14 @@ func drawModes(s *Schedule) {
 				// Mostly short holds, so that a run has many grants and waiters.
 				cl.Sessions = []SessionKind{SessHold, SessHold, SessHold, SessHold, SessHold, SessTry, SessShortWait, SessExtend, SessDo}
 				makeFair(cl)
+				if r.Float64() < 0.3 {
+					// A reentrant fair Client: its holds add to the owner's lock
+					// ahead of the queue. Unfenced: the library refuses an owner
+					// with both Fair and Fencing.
+					cl.Fencing = false
+					cl.Sessions = slices.Concat(cl.Sessions, []SessionKind{SessNested, SessNested})
+					giveOwner(r, cl, fenced, shared)
+				}
 			case Mixed:
 				if r.Float64() < 0.3 {
 					cl.Sessions = slices.Concat(cl.Sessions, []SessionKind{SessNested, SessNested})
@@ -88,9 +97,10 @@ func drawModes(s *Schedule) {
 		for p := range s.Procs {
 			for c := range s.Procs[p] {
 				cl := &s.Procs[p][c]
-				cl.Owner, cl.OwnerPerWorker = "", false // owners are refused with Fair
-				cl.Sessions = slices.DeleteFunc(slices.Clone(cl.Sessions), func(k SessionKind) bool { return k == SessNested })
 				makeFair(cl)
+				if cl.Owner != "" {
+					cl.Fencing = false // refused with Fair and an owner; every Client of the owner is here
+				}
 			}
 		}
 	}

@@ -144,6 +144,22 @@ var mutants = []mutant{{
 		Old: "if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then",
 		New: "if redis.call('SET', key, ARGV[1], 'PX', ARGV[2]) then"}},
 }, {
+	Name:   "fair-owner-release-all",
+	What:   "fair_owner.lua frees an owner's fair key with the first of its holds released",
+	Family: "fair", // a third of its Clients acquire for an owner, with nested holds
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/fair_owner.lua",
+		Old: "  if left == '' then\n",
+		New: "  if true then\n"}},
+}, {
+	Name:   "fair-owner-any-key",
+	What:   "fair_owner.lua adds an owner's hold to a key held by anyone, ahead of the queue",
+	Family: "fair",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/fair_owner.lua",
+		Old: "  if not cur or string.sub(cur, 1, #head) ~= head then\n",
+		New: "  if not cur then\n"}},
+}, {
 	Name:   "fair-any-waiter",
 	What:   "fair_queue.lua lets any queued waiter take a free key, not only the head",
 	Family: "fair",
