@@ -27,7 +27,7 @@ const reentrantWorkerEnv = "REDLOCK_REENTRANT_WORKER"
 // KEY with one attempt, prints "held TOKEN" (or "error ..."), and then, in mode
 // "crash", exits at once without releasing anything (a job that died holding the
 // lock); in mode "release", releases the hold when a line arrives on stdin and prints
-// "released".
+// "released". A mode ending in "-fair" uses a fair Client (Options.Fair).
 func TestReentrantWorker(t *testing.T) {
 	spec := os.Getenv(reentrantWorkerEnv)
 	if spec == "" {
@@ -43,7 +43,8 @@ func TestReentrantWorker(t *testing.T) {
 	for _, a := range addrs {
 		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: a}))
 	}
-	client, err := redlock.New(nodes, redlock.Options{})
+	mode, fair := strings.CutSuffix(mode, "-fair") // a fair Client (Options.Fair)
+	client, err := redlock.New(nodes, redlock.Options{Fair: fair})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +175,57 @@ func TestReentrantAcrossProcesses(t *testing.T) {
 	})
 	t.Logf("another owner got the key %v after the last live hold's release (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFairReentrantAcrossProcesses: a job dies holding its fair lock while a waiter of
+// another owner is queued; a copy of the job started as another OS process with the
+// same owner takes the lock back at once, ahead of the waiter, which gets the key
+// only once the dead process's hold has run out (its TTL), after the copy released.
+func TestFairReentrantAcrossProcesses(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	c := &cluster{t: t, servers: servers}
+	for _, s := range servers {
+		c.admin = append(c.admin, s.Client())
+	}
+	c.client = c.newClient(fairOpts)
+	ctx := t.Context()
+	const ttl = 2 * time.Second
+
+	died := time.Now() // no later than the dead worker's hold began
+	dead := startWorker(t, servers, "crash-fair", "job-42", "k", ttl)
+	if err := dead.cmd.Wait(); err != nil {
+		t.Fatalf("the first worker: %v", err)
+	}
+	waiter := acquireAsync(redlock.WithOwner(ctx, "job-43"), c.client, "k", 5*time.Second)
+	c.waitQueued("k", 1)
+
+	start := time.Now()
+	again := startWorker(t, servers, "release-fair", "job-42", "k", ttl)
+	if took := time.Since(start); took > ttl/2 {
+		t.Errorf("the copy of the job took %v to take its lock back", took)
+	}
+	for i := range servers {
+		if got, _ := c.holds(i, "k", "job-42"); strings.Join(got, ",") != dead.token+","+again.token {
+			t.Fatalf("node %d lists %q, want the dead worker's hold and the new one", i+1, got)
+		}
+	}
+	if _, err := io.WriteString(again.in, "release\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line := again.line(t); line != "released" {
+		t.Fatalf("the second worker: %q", line)
+	}
+	if err := again.cmd.Wait(); err != nil {
+		t.Fatalf("the second worker: %v", err)
+	}
+	r := wantResult(t, "the waiter of another owner", waiter)
+	if early := died.Add(ttl); r.at.Before(early) {
+		t.Errorf("the waiter got the key at %v, before the dead hold's TTL ran out (%v)", r.at.Format(time.StampMilli), early.Format(time.StampMilli))
+	}
+	t.Logf("the waiter got the key %v after the dead worker began (TTL %v)", r.at.Sub(died).Round(time.Millisecond), ttl)
+	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
