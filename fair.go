@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed" // the Lua scripts are files in scripts/
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -107,38 +106,6 @@ func (o *Options) fairDefaults() error {
 	return nil
 }
 
-// FairKeys returns the names under which Clients with Options.Fair keep key's queue on
-// every node, for tools that inspect the nodes (redlock status): the waiter queue (a
-// sorted set of waiter ids scored by ticket, the head first), the waiters' leases (a
-// sorted set of the same ids scored by the end of their lease in milliseconds of the
-// node's clock) and the ticket counter. All three lie in key's Redis Cluster hash
-// slot: KEY:fairq (and so on) when that name is in the slot, as it is for every key
-// with a hash tag; otherwise fairq:{KEY} when KEY has no "}", else fairq:{T}{KEY}
-// with a four-character tag T of KEY's slot, as for FenceKeys. Do not use these names
-// as lock keys.
-func FairKeys(key string) (queue, leases, counter string) {
-	return slotName(key, "fairq"), slotName(key, "fairl"), slotName(key, "fairn")
-}
-
-// fairKeys returns the KEYS of every fair step: the lock key, then FairKeys.
-func fairKeys(key string) []string {
-	q, l, n := FairKeys(key)
-	return []string{key, q, l, n}
-}
-
-// slotName names a companion key of kind for key in key's hash slot (see FairKeys).
-func slotName(key, kind string) string {
-	name := key + ":" + kind
-	slot := hashSlot(key)
-	switch {
-	case hashSlot(name) == slot:
-		return name
-	case strings.IndexByte(key, '}') < 0:
-		return kind + ":{" + key + "}"
-	}
-	return kind + ":{" + slotTag(slot) + "}{" + key + "}"
-}
-
 // fairEntry is a waiter's entry in a fair key's queue, as fair_acquire.lua is given it.
 // The zero entry (no id) is TryAcquire's: it takes the key only if nobody is queued.
 type fairEntry struct {
@@ -153,14 +120,18 @@ var fairTry = &fairEntry{}
 // stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
 // proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
 // names to its KEYS).
-// An owner's hold (req.owner, never with a fence: fairOwnerError) goes as ARGV[6].
+// An owner's hold (req.owner, never with a fence: fairOwnerError) adds ARGV[6]; a lock
+// without owner sends the arguments it sent before owners were supported.
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
 	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
 	queues := e.id != "" // a waiter's attempt, not a TryAcquire
 	if req.fence != 0 {
 		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence), queues: queues}
 	}
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: append(args, req.owner), queues: queues}
+	if req.owner != "" {
+		args = append(args, req.owner)
+	}
+	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args, queues: queues}
 }
 
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
@@ -423,6 +394,9 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	switch {
 	case lock != nil:
 		lock.fairID = w.entry.id // its Release takes the entry out and wakes the next
+		// Recorded as Client.try records its grants: an owner's other holds in this
+		// Client find it there (otherHolds), so their Extend moves its Until too.
+		c.queues.granted(lock)
 		return lock, nil
 	case qe == nil:
 		return nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", w.key, ErrClosed)
@@ -481,7 +455,7 @@ func (w *fairWaiter) period() time.Duration {
 func (w *fairWaiter) leave() (tally, *multierror.Error) {
 	c := w.c
 	ctx := context.WithoutCancel(w.ctx)
-	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id, ""}}), false)
+	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
 	return t, errs
 }
 
@@ -489,6 +463,9 @@ func (w *fairWaiter) leave() (tally, *multierror.Error) {
 // its queue entry, if it has one, goes with the key (an owner's hold: with the hold,
 // the key only with the owner's last), and the head of the queue is told.
 func (l *Lock) fairRelease(req stepRequest) stepRequest {
-	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID, l.owner}
+	req.step, req.keys, req.args = stepFairRelease, fairKeys(l.key), []any{l.token, l.fairID}
+	if l.owner != "" {
+		req.args = append(req.args, l.owner) // ARGV[3]
+	}
 	return req
 }

@@ -29,6 +29,9 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// a's last call must land before the waiter queues: a first try that finds the
+	// waiter's entry on a node is refused there, and the owner holds a bare majority.
+	a.WaitForCalls()
 	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
 	c.waitQueued("k", 1)
 
@@ -67,6 +70,7 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 	if took := r.at.Sub(released); took > 250*time.Millisecond {
 		t.Errorf("the waiter got the key %v after the owner's last release: it was not told", took)
 	}
+	r.lock.WaitForCalls()
 	c.wantValues("k", r.lock.Token(), r.lock.Token(), r.lock.Token())
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -112,6 +116,7 @@ func TestFairOwnerTryAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.WaitForCalls() // before the waiter queues (see TestFairOwnerReentersAheadOfQueue)
 	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
 	c.waitQueued("k", 1)
 	other := c.newClient(fairOpts)
@@ -159,6 +164,7 @@ func TestFairOwnerReleaseKeepsMinorityHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.WaitForCalls() // before the waiter queues (see TestFairOwnerReentersAheadOfQueue)
 	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
 	c.waitQueued("k", 1)
 	b, err := c.newClient(fairOpts).Acquire(job, "k", 10*time.Second)
@@ -272,4 +278,59 @@ func (w *lateWorld) fairClient() *redlock.Client {
 	}
 	w.t.Cleanup(func() { client.Close() })
 	return client
+}
+
+// TestFairOwnerQueuedHoldSharesUntil: a hold the queue granted (the outer one) is one of
+// its Client's holds of the owner: the Extend of a hold taken after it (re-entering),
+// answered by nodes that list both, moves the outer hold's Until too, as it does for
+// a lock without Fair. (The queue's grants were not recorded for that until the
+// review of 74328be.)
+func TestFairOwnerQueuedHoldSharesUntil(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fair=%v", fair), func(t *testing.T) {
+			opts := redlock.Options{Fair: fair}
+			c := newCluster(t, 3, redistest.Options{}, opts)
+			ctx := t.Context()
+			job := redlock.WithOwner(ctx, "job")
+			blocker, err := c.newClient(opts).Acquire(ctx, "k", 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocker.WaitForCalls()
+			outerCh := acquireAsync(job, c.client, "k", 2*time.Second)
+			if fair {
+				c.waitQueued("k", 1)
+			} else {
+				eventually(t, "the outer hold's wait", func() bool { return subscribed(ctx, c.admin, "k") })
+			}
+			if err := blocker.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			outer := wantResult(t, "the outer hold", outerCh).lock
+			// A node where the blocker's release landed after outer's call is healed.
+			if err := outer.Extend(ctx, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			outer.WaitForCalls()
+			inner, err := c.client.Acquire(job, "k", 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inner.WaitForCalls()
+			c.wantHolds("k", "job", []*redlock.Lock{outer, inner}, []*redlock.Lock{outer, inner}, []*redlock.Lock{outer, inner})
+			before := outer.Until()
+			if err := inner.Extend(ctx, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if got := outer.Until(); !got.After(before.Add(10 * time.Second)) {
+				t.Errorf("the outer hold's Until went from %v to %v: the inner hold's Extend, listed with it on every node, did not move it",
+					before.Format(time.StampMilli), got.Format(time.StampMilli))
+			}
+			for _, l := range []*redlock.Lock{inner, outer} {
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }

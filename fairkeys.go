@@ -1,0 +1,38 @@
+package redlock
+
+import "strings"
+
+// The names of a fair key's companion keys on the nodes (docs/design.md, "Fair locks
+// across processes").
+
+// FairKeys returns the names under which Clients with Options.Fair keep key's queue on
+// every node, for tools that inspect the nodes (redlock status): the waiter queue (a
+// sorted set of waiter ids scored by ticket, the head first), the waiters' leases (a
+// sorted set of the same ids scored by the end of their lease in milliseconds of the
+// node's clock) and the ticket counter. All three lie in key's Redis Cluster hash
+// slot: KEY:fairq (and so on) when that name is in the slot, as it is for every key
+// with a hash tag; otherwise fairq:{KEY} when KEY has no "}", else fairq:{T}{KEY}
+// with a four-character tag T of KEY's slot, as for FenceKeys. Do not use these names
+// as lock keys.
+func FairKeys(key string) (queue, leases, counter string) {
+	return slotName(key, "fairq"), slotName(key, "fairl"), slotName(key, "fairn")
+}
+
+// fairKeys returns the KEYS of every fair step: the lock key, then FairKeys.
+func fairKeys(key string) []string {
+	q, l, n := FairKeys(key)
+	return []string{key, q, l, n}
+}
+
+// slotName names a companion key of kind for key in key's hash slot (see FairKeys).
+func slotName(key, kind string) string {
+	name := key + ":" + kind
+	slot := hashSlot(key)
+	switch {
+	case hashSlot(name) == slot:
+		return name
+	case strings.IndexByte(key, '}') < 0:
+		return kind + ":{" + key + "}"
+	}
+	return kind + ":{" + slotTag(slot) + "}{" + key + "}"
+}
