@@ -167,8 +167,10 @@ type fairWaiter struct {
 func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	w := &fairWaiter{waiter: aw, keys: fairKeys(aw.key)}
 	// An owner's first attempt is made even behind others: if the owner holds the key,
-	// it adds a hold at once (reentrancy).
-	if w.owner() != "" || !c.queues.othersQueued(w.key, c.opts.Clock.Now()) {
+	// it adds a hold at once (reentrancy). othersQueued is asked either way: it uses up
+	// the record of this Client's latest release of the key.
+	queued := c.queues.othersQueued(w.key, c.opts.Clock.Now())
+	if w.owner() != "" || !queued {
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
