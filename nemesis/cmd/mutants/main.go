@@ -141,8 +141,8 @@ var mutants = []mutant{{
 	Family: "fair",
 	Check:  "lease mutex",
 	Edits: []edit{{File: "scripts/fair_acquire.lua",
-		Old: "if redis.call('SET', key, ARGV[1], 'NX', 'PX', ARGV[2]) then",
-		New: "if redis.call('SET', key, ARGV[1], 'PX', ARGV[2]) then"}},
+		Old: "if redis.call('SET', key, value, 'NX', 'PX', ARGV[2]) then",
+		New: "if redis.call('SET', key, value, 'PX', ARGV[2]) then"}},
 }, {
 	Name:   "fair-owner-release-all",
 	What:   "fair_owner.lua frees an owner's fair key with the first of its holds released",
