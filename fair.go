@@ -119,9 +119,9 @@ var fairTry = &fairEntry{}
 
 // stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
 // proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
-// names to its KEYS).
-// An owner's hold (req.owner, never with a fence: fairOwnerError) adds ARGV[6]; a lock
-// without owner sends the arguments it sent before owners were supported.
+// names to its KEYS). An owner's hold (req.owner, never with a fence: fairOwnerError)
+// adds the owner's head as ARGV[6]; a lock without owner sends the arguments it sent
+// before owners were supported.
 func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
 	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
 	queues := e.id != "" // a waiter's attempt, not a TryAcquire

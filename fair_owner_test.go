@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -16,6 +17,22 @@ import (
 // Reentrant fair locks (WithOwner with Options.Fair): an owner that holds the key adds
 // a hold at once, ahead of the queue; an owner that does not queues like any waiter;
 // the key, and the turn of the next waiter, go with the owner's last hold.
+
+// ownerAheadOfWaiter takes key for ctx's owner on the cluster's Client, then queues a
+// waiter without owner (a Client of its own) behind it and returns both. The hold's
+// last call lands before the waiter queues: a first try that finds the waiter's entry
+// on a node is refused there, which would leave the owner a bare majority.
+func (c *cluster) ownerAheadOfWaiter(ctx context.Context, key string) (*redlock.Lock, <-chan result) {
+	c.t.Helper()
+	l, err := c.client.Acquire(ctx, key, 10*time.Second)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	l.WaitForCalls()
+	waiter := acquireAsync(c.t.Context(), c.newClient(fairOpts), key, 5*time.Second) // without owner
+	c.waitQueued(key, 1)
+	return l, waiter
+}
 
 // TestFairOwnerReentersAheadOfQueue: owner job holds the key (Client A); a waiter
 // without owner queues (Client W); another Client of job (B) gets a hold at once,
@@ -25,15 +42,7 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	job := redlock.WithOwner(ctx, "job")
-	a, err := c.client.Acquire(job, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// a's last call must land before the waiter queues: a first try that finds the
-	// waiter's entry on a node is refused there, and the owner holds a bare majority.
-	a.WaitForCalls()
-	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
-	c.waitQueued("k", 1)
+	a, waiter := c.ownerAheadOfWaiter(job, "k")
 
 	start := time.Now()
 	b, err := c.newClient(fairOpts).Acquire(job, "k", 10*time.Second)
@@ -44,9 +53,8 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 	if took := time.Since(start); took > 250*time.Millisecond {
 		t.Errorf("the owner's second hold took %v behind a queued waiter", took)
 	}
-	a.WaitForCalls()
 	b.WaitForCalls()
-	c.wantHolds("k", "job", []*redlock.Lock{a, b}, []*redlock.Lock{a, b}, []*redlock.Lock{a, b})
+	c.wantHolds("k", "job", each(3, a, b)...)
 	if got := c.queueLens("k"); !slices.Equal(got, []int64{1, 1, 1}) {
 		t.Errorf("queue lengths %v, want the waiter's entry alone (the hold did not queue)", got)
 	}
@@ -55,7 +63,7 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.WaitForCalls()
-	c.wantHolds("k", "job", []*redlock.Lock{b}, []*redlock.Lock{b}, []*redlock.Lock{b})
+	c.wantHolds("k", "job", each(3, b)...)
 	select {
 	case r := <-waiter:
 		t.Fatalf("the waiter got the key while the owner still holds it: %v, %v", r.lock, r.err)
@@ -112,22 +120,15 @@ func TestFairOwnerTryAcquire(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	job := redlock.WithOwner(ctx, "job")
-	a, err := c.client.Acquire(job, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.WaitForCalls() // before the waiter queues (see TestFairOwnerReentersAheadOfQueue)
-	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
-	c.waitQueued("k", 1)
+	a, waiter := c.ownerAheadOfWaiter(job, "k")
 	other := c.newClient(fairOpts)
 	b, err := other.TryAcquire(job, "k", 10*time.Second)
 	if err != nil {
 		t.Fatalf("TryAcquire for the owner that holds the key: %v", err)
 	}
-	a.WaitForCalls()
 	wantHeldElsewhere(t, redlock.WithOwner(ctx, "other"), other, "another owner", "k")
 	wantHeldElsewhere(t, ctx, other, "a TryAcquire without owner", "k")
-	c.wantHolds("k", "job", []*redlock.Lock{a, b}, []*redlock.Lock{a, b}, []*redlock.Lock{a, b})
+	c.wantHolds("k", "job", each(3, a, b)...)
 	if got := c.queueLens("k"); !slices.Equal(got, []int64{1, 1, 1}) {
 		t.Errorf("queue lengths %v, want the waiter's entry alone", got)
 	}
@@ -160,13 +161,7 @@ func TestFairOwnerReleaseKeepsMinorityHold(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	job := redlock.WithOwner(ctx, "job")
-	a, err := c.client.Acquire(job, "k", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.WaitForCalls() // before the waiter queues (see TestFairOwnerReentersAheadOfQueue)
-	waiter := acquireAsync(ctx, c.newClient(fairOpts), "k", 5*time.Second)
-	c.waitQueued("k", 1)
+	a, waiter := c.ownerAheadOfWaiter(job, "k")
 	b, err := c.newClient(fairOpts).Acquire(job, "k", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -228,13 +223,13 @@ func TestFairRefusesFencedOwners(t *testing.T) {
 var fairOwnerLateSteps = []lateStep{
 	{"fair owner: a hold ahead of a waiter, both released", func(w *lateWorld, ctx context.Context) error {
 		fo := redlock.WithOwner(ctx, "fo")
-		first, err := w.fairClient().Acquire(fo, "kfo", 5*time.Second)
+		first, err := w.recordedClient(fairOpts).Acquire(fo, "kfo", 5*time.Second)
 		if err != nil {
 			return err
 		}
-		res := acquireAsync(ctx, w.fairClient(), "kfo", 10*time.Second)
+		res := acquireAsync(ctx, w.recordedClient(fairOpts), "kfo", 10*time.Second)
 		w.c.waitQueued("kfo", 1)
-		second, err := w.fairClient().Acquire(fo, "kfo", 5*time.Second)
+		second, err := w.recordedClient(fairOpts).Acquire(fo, "kfo", 5*time.Second)
 		if err != nil {
 			return err
 		}
@@ -257,27 +252,16 @@ var fairOwnerLateSteps = []lateStep{
 			return err
 		}
 		fo := redlock.WithOwner(ctx, "fo")
-		again, err := w.fairClient().TryAcquire(fo, "kfo", 10*time.Second)
+		again, err := w.recordedClient(fairOpts).TryAcquire(fo, "kfo", 10*time.Second)
 		if err != nil {
 			return err
 		}
 		w.held["FO"] = again
-		if l, err := w.fairClient().TryAcquire(ctx, "kfo", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+		if l, err := w.recordedClient(fairOpts).TryAcquire(ctx, "kfo", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
 			return fmt.Errorf("a lock without owner on kfo held by fo: %v, %v", l, err)
 		}
 		return again.Extend(ctx, 30*time.Second)
 	}},
-}
-
-// fairClient returns a new fair Client whose calls w records.
-func (w *lateWorld) fairClient() *redlock.Client {
-	w.t.Helper()
-	client, err := redlock.New(w.rec.clients(w.c.servers), fairOpts)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() { client.Close() })
-	return client
 }
 
 // TestFairOwnerQueuedHoldSharesUntil: a hold the queue granted (the outer one) is one of
@@ -317,7 +301,7 @@ func TestFairOwnerQueuedHoldSharesUntil(t *testing.T) {
 				t.Fatal(err)
 			}
 			inner.WaitForCalls()
-			c.wantHolds("k", "job", []*redlock.Lock{outer, inner}, []*redlock.Lock{outer, inner}, []*redlock.Lock{outer, inner})
+			c.wantHolds("k", "job", each(3, outer, inner)...)
 			before := outer.Until()
 			if err := inner.Extend(ctx, 30*time.Second); err != nil {
 				t.Fatal(err)
@@ -332,5 +316,55 @@ func TestFairOwnerQueuedHoldSharesUntil(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFairOwnerReleaseAnswers runs fair_release.lua with an owner's head directly on
+// one node and checks its answer in each state the key can be in. A late copy of an
+// owner's release that finds nothing of its own (no key, or a key of the owner
+// without its hold) must answer 0: only a release that removed something tells the
+// head of the queue (1 + the clients that heard).
+func TestFairOwnerReleaseAnswers(t *testing.T) {
+	c := newCluster(t, 1, redistest.Options{}, fairOpts)
+	ctx := t.Context()
+	admin := c.admin[0]
+	script := redis.NewScript(readFile(t, "scripts/fair_queue.lua") +
+		readFile(t, "scripts/fair_owner.lua") + readFile(t, "scripts/fair_release.lua"))
+	q, l, n := redlock.FairKeys("k")
+	head := ownerHead("job")
+	for _, tc := range []struct {
+		name, key string // the key's value before, "" for no key
+		want      int64
+		after     string // the key's value after, "" for no key
+	}{
+		{"no key", "", 0, ""},
+		{"the owner's key without the hold", head + "b|", 0, head + "b|"},
+		{"another token's key", "t", -1, "t"},
+		{"another owner's key", ownerHead("other") + "a|", -1, ownerHead("other") + "a|"},
+		{"one of two holds", head + "a|b|", 1, head + "b|"},
+		{"the last hold", head + "a|", 1, ""},
+	} {
+		if err := admin.Del(ctx, "k").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if tc.key != "" {
+			if err := admin.Set(ctx, "k", tc.key, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := script.Run(ctx, admin, []string{"k", q, l, n}, "a", "", head).Int64()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		after, err := admin.Get(ctx, "k").Result()
+		if errors.Is(err, redis.Nil) {
+			after, err = "", nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want || after != tc.after {
+			t.Errorf("%s: answered %d, key %q; want %d, key %q", tc.name, got, after, tc.want, tc.after)
+		}
 	}
 }

@@ -182,7 +182,7 @@ var allLateSteps = slices.Concat(lateSteps, fairFencedLateSteps, fairOwnerLateSt
 // own acquire that set the TTL back would be seen.
 var fairFencedLateSteps = []lateStep{
 	{"fair fenced: a waiter refused once, then granted", func(w *lateWorld, ctx context.Context) error {
-		a, b := w.fairFencedClient(), w.fairFencedClient()
+		a, b := w.recordedClient(fairFenced), w.recordedClient(fairFenced)
 		first, err := a.Acquire(ctx, "kff", 5*time.Second)
 		if err != nil {
 			return err
@@ -215,7 +215,7 @@ var fairFencedLateSteps = []lateStep{
 			return err
 		}
 		delete(w.held, "FF")
-		l2, err := w.fairFencedClient().TryAcquire(ctx, "kff", 10*time.Second)
+		l2, err := w.recordedClient(fairFenced).TryAcquire(ctx, "kff", 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -227,10 +227,10 @@ var fairFencedLateSteps = []lateStep{
 	}},
 }
 
-// fairFencedClient returns a new fair Client with fencing whose calls w records.
-func (w *lateWorld) fairFencedClient() *redlock.Client {
+// recordedClient returns a new Client with opts whose calls w records.
+func (w *lateWorld) recordedClient(opts redlock.Options) *redlock.Client {
 	w.t.Helper()
-	client, err := redlock.New(w.rec.clients(w.c.servers), fairFenced)
+	client, err := redlock.New(w.rec.clients(w.c.servers), opts)
 	if err != nil {
 		w.t.Fatal(err)
 	}

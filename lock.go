@@ -256,10 +256,10 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 }
 
 // releaseRequest is Release's step with the tokens args: release.lua, the owner's
-// reentrant_release.lua, or with Options.Fair fair_release.lua (for either), which takes out the
-// lock's queue entry if it has one and tells the head of the queue (a lock TryAcquire
-// took with nobody queued has no entry, but waiters may have queued behind it); it
-// goes after the lock's latest round and must land.
+// reentrant_release.lua, or with Options.Fair fair_release.lua (with or without
+// owner), which takes out the lock's queue entry if it has one and tells the head of
+// the queue (a lock TryAcquire took with nobody queued has no entry, but waiters may
+// have queued behind it); it goes after the lock's latest round and must land.
 func (l *Lock) releaseRequest(args []any) stepRequest {
 	req := releaseStep(l.key, l.owner, args...)
 	if l.c.opts.Fair {

@@ -10,9 +10,10 @@
 -- ARGV[2]  the waiter's id, whose entry is removed ("" for a lock of TryAcquire)
 -- ARGV[3]  the owner's head for a hold of an owner (WithOwner), whose id is then
 --          ARGV[1]; "" (or absent) for a lock without owner. The hold is removed
---          (ownerRemove, from fair_owner.lua), and the key goes, and the head is told,
---          only with the owner's last hold; a key the owner holds without this hold
---          counts as held by another token, but answers 0, not −1
+--          (ownerRemove, from fair_owner.lua); the key goes, and the head is told,
+--          only with the owner's last hold. A key of the owner that does not list the
+--          hold is left alone and answers 0 (nothing of ours), as
+--          reentrant_release.lua does
 --
 -- Returns -1 when another token holds the key (left untouched) and no entry was taken
 -- out by a waiter leaving; 0 when nothing changed; otherwise it deleted the key holding
@@ -43,19 +44,20 @@ if token == '' then
     return 0
   end
   msg = id
-elseif head ~= '' and cur then
-  if string.sub(cur, 1, #head) ~= head then
+elseif head ~= '' then
+  if cur and string.sub(cur, 1, #head) ~= head then
     return -1
   end
-  local last = ownerRemove(key, cur, head, token)
+  local last = nil -- stays nil when the key or the hold is not there
+  if cur then
+    last = ownerRemove(key, cur, head, token)
+  end
   if last == nil and not removed then
     return 0
   end
   if last then
     cur = nil
   end
-elseif head ~= '' and not removed then
-  return 0
 elseif cur and cur ~= token then
   return -1
 elseif cur then
