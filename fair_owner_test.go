@@ -319,11 +319,18 @@ func TestFairOwnerQueuedHoldSharesUntil(t *testing.T) {
 	}
 }
 
-// TestFairOwnerReleaseAnswers runs fair_release.lua with an owner's head directly on
-// one node and checks its answer in each state the key can be in. A late copy of an
-// owner's release that finds nothing of its own (no key, or a key of the owner
-// without its hold) must answer 0: only a release that removed something tells the
-// head of the queue (1 + the clients that heard).
+// TestFairOwnerReleaseAnswers runs fair_release.lua for an owner's hold "a" directly
+// on one node and checks its answer in each state the key and the queue can be in,
+// with a subscriber on the channel of the waiters' Client "c", so that the answer
+// says whether the head was told (1 + the clients that heard: 2 told, 1 silent).
+//   - A late copy that finds nothing of its own (no key, a key of the owner without
+//     the hold, the lock's entry gone) answers 0 and tells nobody.
+//   - A key of anyone else answers -1 and is left alone, even a bare key equal to the
+//     hold's id; the lock's own entry still goes.
+//   - A hold that is not the owner's last keeps the key and its TTL and tells nobody;
+//     the last one deletes the key and tells the head.
+//   - A release that takes out the lock's own entry removed something, so with the key
+//     free or the head gone it tells the new head.
 func TestFairOwnerReleaseAnswers(t *testing.T) {
 	c := newCluster(t, 1, redistest.Options{}, fairOpts)
 	ctx := t.Context()
@@ -332,27 +339,55 @@ func TestFairOwnerReleaseAnswers(t *testing.T) {
 		readFile(t, "scripts/fair_owner.lua") + readFile(t, "scripts/fair_release.lua"))
 	q, l, n := redlock.FairKeys("k")
 	head := ownerHead("job")
+	ps := admin.Subscribe(ctx, "redlock:fair:c")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	const own, other = "c:a", "c:x" // the lock's entry, another waiter's
 	for _, tc := range []struct {
-		name, key string // the key's value before, "" for no key
+		name, key string   // the key's value before, "" for no key
+		queue     []string // the queue before, head first
+		id        string   // the entry the release names ("" for none)
 		want      int64
-		after     string // the key's value after, "" for no key
+		after     string   // the key's value after, "" for no key
+		left      []string // the queue after
 	}{
-		{"no key", "", 0, ""},
-		{"the owner's key without the hold", head + "b|", 0, head + "b|"},
-		{"another token's key", "t", -1, "t"},
-		{"another owner's key", ownerHead("other") + "a|", -1, ownerHead("other") + "a|"},
-		{"one of two holds", head + "a|b|", 1, head + "b|"},
-		{"the last hold", head + "a|", 1, ""},
+		{"no key", "", nil, "", 0, "", nil},
+		{"no key, a waiter queued", "", []string{other}, "", 0, "", []string{other}},
+		{"a late copy: the entry gone", "", []string{other}, own, 0, "", []string{other}},
+		{"the owner's key without the hold", head + "b|", []string{other}, "", 0, head + "b|", []string{other}},
+		{"another token's key", "t", nil, "", -1, "t", nil},
+		{"another token's key, the entry queued", "t", []string{own, other}, own, -1, "t", []string{other}},
+		{"another owner's key", ownerHead("other") + "a|", nil, "", -1, ownerHead("other") + "a|", nil},
+		{"another owner's key, the entry queued", ownerHead("other") + "a|", []string{own}, own, -1, ownerHead("other") + "a|", nil},
+		{"a bare key equal to the hold's id", "a", []string{other}, "", -1, "a", []string{other}},
+		{"one of two holds", head + "a|b|", []string{other}, "", 1, head + "b|", []string{other}},
+		{"one of two holds, the entry behind", head + "a|b|", []string{other, own}, own, 1, head + "b|", []string{other}},
+		{"the last hold", head + "a|", []string{other}, "", 2, "", []string{other}},
+		{"the last hold, the entry at the head", head + "a|", []string{own, other}, own, 2, "", []string{other}},
+		{"no key, the entry queued alone", "", []string{own}, own, 1, "", nil},
+		{"no key, the entry at the head", "", []string{own, other}, own, 2, "", []string{other}},
+		{"the owner's key without the hold, the entry at the head", head + "b|", []string{own, other}, own, 2, head + "b|", []string{other}},
 	} {
-		if err := admin.Del(ctx, "k").Err(); err != nil {
+		if err := admin.Del(ctx, "k", q, l).Err(); err != nil {
 			t.Fatal(err)
+		}
+		lease := float64(time.Now().Add(time.Minute).UnixMilli())
+		for i, id := range tc.queue {
+			if err := admin.ZAdd(ctx, q, redis.Z{Score: float64(i + 1), Member: id}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.ZAdd(ctx, l, redis.Z{Score: lease, Member: id}).Err(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if tc.key != "" {
 			if err := admin.Set(ctx, "k", tc.key, time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		got, err := script.Run(ctx, admin, []string{"k", q, l, n}, "a", "", head).Int64()
+		got, err := script.Run(ctx, admin, []string{"k", q, l, n}, "a", tc.id, head).Int64()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -365,6 +400,35 @@ func TestFairOwnerReleaseAnswers(t *testing.T) {
 		}
 		if got != tc.want || after != tc.after {
 			t.Errorf("%s: answered %d, key %q; want %d, key %q", tc.name, got, after, tc.want, tc.after)
+		}
+		if after != "" {
+			// A minute set, a few ms gone: a TTL under 50 s was shortened.
+			if ttl, err := admin.PTTL(ctx, "k").Result(); err != nil || ttl < 50*time.Second {
+				t.Errorf("%s: the key's TTL went from 1m to %v (%v)", tc.name, ttl, err)
+			}
+		}
+		queue, err := admin.ZRange(ctx, q, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases, err := admin.ZRange(ctx, l, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(leases)
+		if !slices.Equal(queue, tc.left) || !slices.Equal(leases, tc.left) {
+			t.Errorf("%s: queue %q, leases %q left; want %q for both", tc.name, queue, leases, tc.left)
+		}
+		if got == 2 { // the notice the subscriber heard names the release and the head
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			m, err := ps.ReceiveMessage(rctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if want := "a " + other; m.Payload != want {
+				t.Errorf("%s: the head was told %q, want %q", tc.name, m.Payload, want)
+			}
 		}
 	}
 }
