@@ -65,7 +65,7 @@ func (s *Scenario) Run(t redlocktest.T) Result {
 	switch {
 	case err != nil:
 		res.Problem = err.Error()
-	case s.Expect == Safe && (rep.Overlaps > 0 || rep.LostUpdates > 0 || rep.StaleAccepted > 0):
+	case s.Expect == Safe && unsafe(rep):
 		res.Problem = fmt.Sprintf("%d overlaps, %d lost updates, %d stale writes accepted", rep.Overlaps, rep.LostUpdates, rep.StaleAccepted)
 	case s.Expect == Fenced && (rep.StaleAccepted > 0 || rep.LostUpdates > 0 || rep.FenceViolation != ""):
 		res.Problem = fmt.Sprintf("%d stale writes accepted, %d lost updates %s", rep.StaleAccepted, rep.LostUpdates, rep.FenceViolation)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -201,19 +202,28 @@ func partitions() []*Scenario {
 			c := partitioned(t, procs, quick, []int{2, 3, 4}, []int{2, 3, 4})
 			// Wait well below the run, so that a run without grants records why (once
 			// in CI: 0 grants and, with a 2 s wait, no error to tell the cause).
-			rep := Workload{Clients: c, TTL: ttl, Wait: 400 * time.Millisecond}.Run(t.Context(), 1500*time.Millisecond)
+			w := Workload{Clients: c, TTL: ttl, Wait: 400 * time.Millisecond}
+			rep := w.Run(t.Context(), 1500*time.Millisecond)
 			if rep.Grants == 0 {
 				return rep, fmt.Errorf("no grant: %d unavailable, %d not acquired, %d other errors; the first: %s",
 					rep.Unavailable, rep.NotAcquired, rep.OtherErrors, rep.FirstError)
 			}
-			perClient := make([]int, len(c)) // workers use the Clients in turn
-			for _, s := range rep.Sections {
-				perClient[s.Worker%len(c)]++
+			perClient := grantsPerClient(rep, len(c))
+			if !slices.Contains(perClient, 0) || unsafe(rep) {
+				return rep, nil // a violation is the matrix's to report (Scenario.Run)
 			}
-			if perClient[0] == 0 || perClient[1] == 0 {
-				return rep, fmt.Errorf("grants per Client %v: one was starved", perClient)
+			// Default mode orders no Clients: one Client's workers hand the lock to
+			// each other 16 times in a row, and the other Client can lose every race
+			// that follows by chance (runs here: from [1 19] to [203 176]; once in CI
+			// [74 0]). A Client that cannot win at all (before b9b7193: [0 842]) loses a
+			// second run too; a Client that lost by chance does not. (Not longer: each
+			// grant leaves calls queued for the partitioned nodes, which Close waits
+			// out one node timeout per batch.)
+			again := w.Run(t.Context(), 1500*time.Millisecond)
+			if second := grantsPerClient(again, len(c)); slices.Contains(second, 0) {
+				return again, fmt.Errorf("grants per Client %v, then %v in a second run: one was starved", perClient, second)
 			}
-			return rep, nil
+			return again, nil
 		},
 	}, {
 		Name: "asymmetric partition: A sees 1–2, B sees 3–5 (T17)", Mode: Redlock5, Expect: Safe,
@@ -330,4 +340,19 @@ func duplicatedRun(t redlocktest.T, first uint64, w Workload, opts redlock.Optio
 		return rep, procs, fmt.Errorf("no command was delivered twice")
 	}
 	return rep, procs, nil
+}
+
+// grantsPerClient counts a run's grants per Client (the workers use the Clients in
+// turn).
+func grantsPerClient(rep *Report, clients int) []int {
+	n := make([]int, clients)
+	for _, s := range rep.Sections {
+		n[s.Worker%clients]++
+	}
+	return n
+}
+
+// unsafe reports whether a run saw two holders at once or its effects.
+func unsafe(rep *Report) bool {
+	return rep.Overlaps > 0 || rep.LostUpdates > 0 || rep.StaleAccepted > 0
 }
