@@ -287,7 +287,11 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 		// Waiting for the fencing tokens of an owner's lease takes time: the lock must
 		// still be valid after it.
 		if ok && (!waited || c.opts.Clock.Now().Before(now.Add(v))) {
-			return &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}, nil, t
+			l := &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}
+			if req.owner == "" && !c.opts.Fair {
+				l.won = r
+			}
+			return l, nil, t
 		}
 		split = !ok
 	}

@@ -22,6 +22,10 @@ type Lock struct {
 
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
+	// won is the acquire round that granted a lock without owner in a Client without
+	// Options.Fair; nil for other locks. While it is lastRound, Release drops its
+	// calls not sent yet (skipUnsent).
+	won *round
 
 	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
 	ttl        time.Duration // of the latest successful Acquire or Extend
@@ -185,9 +189,11 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 }
 
 // Release deletes the lock on every node that still holds its token, each after the
-// lock's earlier calls to that node have returned. It returns as soon as the outcome is
-// decided (the remaining deletes finish in the background) and waits at most the node
-// timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
+// lock's earlier calls to that node have returned; a node that the lock's acquire had
+// not been sent to yet (queued behind a slow or unreachable node) gets neither, and
+// counts as a node where another token holds the key. It
+// returns as soon as the outcome is decided (the remaining deletes finish in the
+// background) and waits at most the node timeout. It returns nil if, within the lock's validity, a majority of nodes deleted
 // its token or no longer had it (a node whose key is absent holds nothing of ours: a
 // copy of the call that go-redis re-sent after a lost reply finds the key already
 // deleted; Release cannot tell that from a node that lost the key, which Extend reports
@@ -231,7 +237,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 		}
 	}
 	start := c.opts.Clock.Now()
-	r := c.start(ctx, l.releaseRequest(args))
+	r := c.start(ctx, l.skipUnsent(l.releaseRequest(args)))
 	l.lastRound, ob.r = r, r
 	if o != nil {
 		// The handoff failed: the waiter attempts by itself, and its calls queue
@@ -266,6 +272,27 @@ func (l *Lock) releaseRequest(args []any) stepRequest {
 		req = l.fairRelease(req)
 	}
 	req.after, req.mustLand = l.lastRound, true
+	return req
+}
+
+// skipUnsent lets release req skip the nodes that never got the lock's token: when
+// the round that won the lock is still its latest (no Extend, heal or handoff since),
+// the calls of that round that a node's sender has not sent yet (queued behind a slow
+// or unreachable node) are dropped, and those nodes get no release. Each counts as a
+// "no", as if another token held the key there: it never held ours, and whether
+// another token does is not asked, so Release can only report a loss more readily
+// than asking would, never return nil where asking would have found the lock lost
+// (TestReleaseSkipsUnsentKeepsALossSeen). Without it every lock granted while a node was
+// unreachable left an acquire and a release queued for that node, sent one batch, so
+// one node timeout, apart: Close waited them all out, and the acquires reached the
+// node once it answered again. The caller holds l.op.
+func (l *Lock) skipUnsent(req stepRequest) stepRequest {
+	if l.won == nil || l.lastRound != l.won {
+		return req
+	}
+	l.won.abandoned.Store(true) // before the release is queued: its calls park behind these
+	req.need = l.won.sent
+	l.won = nil // used once: the lock is over
 	return req
 }
 

@@ -155,7 +155,7 @@ const (
 	// said yes, or enough had said no); the call still finishes in the background.
 	ResultPending Result = iota
 	ResultYes            // did what was asked
-	ResultNo             // refused: the key is held by another token, or ours is gone
+	ResultNo             // refused: the key is held by another token, or ours is gone; or not asked, as not needed (a release to a node the lock's SET never left for)
 	ResultFailed         // an error, or no answer within Options.NodeTimeout
 )
 

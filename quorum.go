@@ -76,10 +76,11 @@ type round struct {
 
 	cancel context.CancelFunc // ends the round's call context
 	left   atomic.Int32       // calls not yet finished
-	// abandoned is set when a failed acquire or handoff round is cleaned up: its
-	// calls that are still queued, not sent, are then dropped (answered "no": nothing
-	// was set; after a handoff the old token stays, for the plain release that
-	// follows).
+	// abandoned is set when a failed acquire or handoff round is cleaned up, or when
+	// the lock an acquire round won is released before any later round (skipUnsent):
+	// its calls that are still queued, not sent, are then dropped (answered "no":
+	// nothing was set; after a handoff the old token stays, for the plain release that
+	// follows) and marked unsent.
 	abandoned atomic.Bool
 	// queues: the round's calls also queue or renew a fair waiter's entry
 	// (stepRequest.queues); abandoned does not drop them, since a node they never
@@ -109,6 +110,10 @@ type roundCall struct {
 	// done is closed: read it only for a node whose reply gather received, or after done.
 	out outcome
 	val int64 // the reply's value, written with out
+
+	// unsent: the call was dropped without being sent (sender.dropped): the node never
+	// saw it. Written before the call is delivered, like out.
+	unsent bool
 
 	// Guarded by the node's sender mutex:
 	delivered bool      // the call has returned
@@ -215,6 +220,10 @@ func (r *round) anyMayHold() bool {
 	}
 	return false
 }
+
+// sent reports whether round r's call to node i went to the node (it may have
+// landed). Call it once node i's call has returned.
+func (r *round) sent(i int) bool { return !r.calls[i].unsent }
 
 // failed reports whether node i failed or did not answer in time in this round. Call it
 // once node i's call has returned.

@@ -242,12 +242,14 @@ func (s *sender) send(batch []*nodeCall) {
 func (s *sender) dropped(c *nodeCall) bool {
 	switch {
 	case c.r.abandoned.Load() && !c.r.queues:
-		// Its attempt failed and is being cleaned up: sending the SET now would only
-		// leave a key for the clean-up to delete, possibly after the next attempt's SET
-		// queued behind it met that key. (A dropped handoff call leaves the old
+		// Its attempt failed and is being cleaned up, or its lock is being released
+		// (Lock.skipUnsent): sending the SET now would only leave a key for the
+		// release to delete, possibly after the next attempt's SET queued behind it
+		// met that key. (A dropped handoff call leaves the old
 		// token, which the plain release parked behind it deletes.) A fair waiter's
 		// attempt is still sent: it also puts the waiter's entry in place, and the
 		// clean-up's release, parked behind it, deletes what it may set.
+		c.r.calls[c.i].unsent = true
 		s.deliver(c, outNo, 0, nil)
 	case c.parked && !c.mustLand && !s.clock.Now().Before(c.r.deadline):
 		// Waited behind a stalled call past its own node timeout: a stale extend would
