@@ -288,7 +288,7 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 		// still be valid after it.
 		if ok && (!waited || c.opts.Clock.Now().Before(now.Add(v))) {
 			l := &Lock{c: c, key: req.key, owner: req.owner, token: req.token, fence: fence, ttl: req.ttl, until: now.Add(v), lastRound: r}
-			if req.owner == "" && !c.opts.Fair {
+			if req.owner == "" && !c.opts.Fair && !c.opts.Fencing {
 				l.won = r
 			}
 			return l, nil, t

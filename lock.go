@@ -23,7 +23,7 @@ type Lock struct {
 	op        sync.Mutex // serializes Extend and Release; guards lastRound; taken first (see the lock order above Client)
 	lastRound *round     // this lock's latest round: its next call to a node goes after that one
 	// won is the acquire round that granted a lock without owner in a Client without
-	// Options.Fair; nil for other locks. While it is lastRound, Release drops its
+	// Options.Fair or Options.Fencing; nil for other locks. While it is lastRound, Release drops its
 	// calls not sent yet (skipUnsent).
 	won *round
 
