@@ -23,8 +23,8 @@ import (
 // and the round trips, from the node's count of replies written (INFO stats
 // total_writes_processed; pipelined commands are answered with one write). It is the
 // measured side of "the physical limit of an uncontended cycle" in
-// docs/performance.md: this library must send one command per node per step, two
-// per cycle, and with one Client make two round trips per node per cycle. Run with
+// docs/performance.md: this library must send at most one command per node per
+// step, two per cycle, and with one Client make two round trips per node per cycle. Run with
 // -v for the figures of every library.
 func TestCommandsPerCycle(t *testing.T) {
 	const cycles = 64
@@ -42,8 +42,11 @@ func TestCommandsPerCycle(t *testing.T) {
 				if l.name != "redlock" && l.name != "redlock-fair" {
 					return
 				}
-				if total != 2*cycles*n {
-					t.Errorf("%d commands on %d nodes for %d cycles, want 2 per node per cycle: %v", total, n, cycles, cmds)
+				// Two per node per cycle, fewer when a release finds its lock's SET to a
+				// node still queued there (Lock.skipUnsent drops both); never fewer than
+				// a majority's SETs and releases.
+				if total > 2*cycles*n || total < 2*cycles*(n/2+1) {
+					t.Errorf("%d commands on %d nodes for %d cycles, want at most 2 per node per cycle, and 2 per majority node: %v", total, n, cycles, cmds)
 				}
 				// The two steps of a cycle are two round trips at most; a release still
 				// out to the last node when the next acquire comes shares its write.
