@@ -177,6 +177,9 @@ func (c *Client) rounds(ctx context.Context, req roundRequest) (*Lock, *QuorumEr
 			return nil, nil, tally{}, err
 		}
 		req.token = token
+		if req.fair != nil && req.fair.hands {
+			req.token = req.fair.use // the previous registration's token (fairEntry)
+		}
 		lock, qe, t := c.round(ctx, req)
 		return lock, qe, t, nil
 	}

@@ -112,3 +112,13 @@ func (c *Client) TryAcquireLeadFirst(ctx context.Context, key string, ttl time.D
 // Lead returns the index of key's lead node (Client.lead), or -1 when its attempts
 // ask every node at once.
 func (c *Client) Lead(key string) int { return c.lead(key) }
+
+// HandKey names key's hash of hand registrations (fair_queue.lua, fairHand).
+func HandKey(key string) string { return fairKeys(key)[4] }
+
+// SetHandsOver turns the nodes' hand-over of fair keys on or off for the Acquire calls
+// that begin from now on, and returns a function that restores the previous setting.
+func SetHandsOver(on bool) (restore func()) {
+	was := handsOff.Swap(!on)
+	return func() { handsOff.Store(was) }
+}

@@ -106,34 +106,6 @@ func (o *Options) fairDefaults() error {
 	return nil
 }
 
-// fairEntry is a waiter's entry in a fair key's queue, as fair_acquire.lua is given it.
-// The zero entry (no id) is TryAcquire's: it takes the key only if nobody is queued.
-type fairEntry struct {
-	id     string // one per Acquire call
-	ticket int64  // drawn once (fair_ticket.lua), the same on every node
-	lease  time.Duration
-}
-
-// fairTry is the entry of every fair TryAcquire and of a fair Acquire's first attempt.
-var fairTry = &fairEntry{}
-
-// stepRequest returns the fair acquire step for req: fair_acquire.lua, or with a
-// proposed fencing token fair_fenced_acquire.lua (Client.start adds the counter's
-// names to its KEYS). An owner's hold (req.owner, never with a fence: fairOwnerError)
-// adds the owner's head as ARGV[6]; a lock without owner sends the arguments it sent
-// before owners were supported.
-func (e *fairEntry) stepRequest(req roundRequest) stepRequest {
-	args := []any{req.token, req.ttl.Milliseconds(), e.id, e.ticket, e.lease.Milliseconds()}
-	queues := e.id != "" // a waiter's attempt, not a TryAcquire
-	if req.fence != 0 {
-		return stepRequest{step: stepFairFencedAcquire, keys: fairKeys(req.key), args: append(args, req.fence), queues: queues}
-	}
-	if req.owner != "" {
-		args = append(args, req.owner)
-	}
-	return stepRequest{step: stepFairAcquire, keys: fairKeys(req.key), args: args, queues: queues}
-}
-
 // fairWaiter is one blocking Acquire of a Client with Options.Fair. It reuses the
 // plain waiter's bookkeeping (attempt count, last failure, verdict, stopped).
 type fairWaiter struct {
@@ -146,8 +118,9 @@ type fairWaiter struct {
 	// (headNamed; seen is the naming of its latest attempt) and otherwise when its
 	// lease is due for renewal (renewAt), so a release makes the next waiter attempt,
 	// not all of them.
-	ahead   int64
-	renewAt time.Time
+	ahead     int64
+	renewAt   time.Time
+	lastRound *round
 	// cutSince is when the waiter's attempts began to reach fewer than a majority of
 	// the nodes (too many failed), zero while they reach one. After a renewal period
 	// of that the waiter is away: it takes its entries out, so that it does not stay
@@ -155,6 +128,7 @@ type fairWaiter struct {
 	// for a majority again (turn), keeping its ticket.
 	cutSince time.Time
 	away     bool
+	leftID   string // the id of the waiter's latest removal (leave): never granted by hand
 }
 
 // fairAcquire is Acquire with Options.Fair: one attempt that succeeds only when nobody
@@ -183,7 +157,8 @@ func (c *Client) fairAcquire(aw *waiter) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.entry = fairEntry{id: id, lease: c.opts.FairLease}
+	w.entry = fairEntry{id: id, lease: c.opts.FairLease,
+		hands: !handsOff.Load() && w.owner() == "" && !c.opts.Fencing, handPX: handTTL(w.ttl, c.opts.FairLease)}
 	w.t = c.queues.join(w.key) // for the wake-ups only: every fair waiter attempts
 	defer w.t.leave()
 	w.t.joinFair(id)
@@ -238,6 +213,9 @@ func (w *fairWaiter) run() (*Lock, error) {
 		w.renewAt = w.c.opts.Clock.Now().Add(w.period())
 	}
 	for {
+		if lock := w.handed(); lock != nil {
+			return lock, nil
+		}
 		// Taken before the attempt: a notice during it is not missed.
 		wake, named := w.t.headNamed(w.entry.id)
 		if due := !w.c.opts.Clock.Now().Before(w.renewAt); due || named != w.seen {
@@ -316,6 +294,7 @@ func (w *fairWaiter) turn() (*Lock, error) {
 		// The new id's namings start from none: seen must too, or a check would
 		// count as a real naming (namedByChecks).
 		w.entry.id, w.away, w.cutSince, w.seen = id, false, time.Time{}, 0
+		w.entry.hand = "" // registrations start afresh under the new id (register)
 	}
 	lock, err := w.attemptFair()
 	if lock == nil && err == nil && w.away {
@@ -360,7 +339,19 @@ func (w *fairWaiter) draw() (queued bool, err error) {
 	defer c.inFlight.Done()
 	keep := 2 * w.entry.lease.Milliseconds()
 	args := []any{keep, w.entry.id, w.entry.lease.Milliseconds()}
-	t, errs, ctxErr := c.gather(w.ctx, c.start(w.ctx, stepRequest{step: stepFairTicket, keys: w.keys, args: args}), true)
+	if w.entry.hands {
+		if err := w.entry.register(c.opts.Clock.Now()); err != nil {
+			return false, err
+		}
+		args = append(args, w.entry.handArgs()...)
+	}
+	r := c.start(w.ctx, stepRequest{step: stepFairTicket, keys: w.keys, args: args})
+	if w.entry.hands {
+		// A lock handed on the draw's registration sends its Release to each node after
+		// the draw's call there, which could otherwise queue the gone waiter again.
+		w.lastRound = r
+	}
+	t, errs, ctxErr := c.gather(w.ctx, r, true)
 	if ctxErr == nil && t.won() {
 		w.entry.ticket = t.high
 		return t.yesHigh < 0 && t.yesLow == t.yesHigh, nil
@@ -379,7 +370,14 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	if !c.enter() {
 		return nil, w.stopped()
 	}
+	if err := w.entry.register(c.opts.Clock.Now()); err != nil {
+		c.inFlight.Done()
+		return nil, err
+	}
 	lock, qe, t, err := c.rounds(w.ctx, roundRequest{key: w.key, owner: w.owner(), ttl: w.ttl, fair: &w.entry})
+	if qe != nil {
+		w.lastRound = qe.round
+	}
 	if err != nil {
 		c.inFlight.Done()
 		return nil, err
@@ -456,6 +454,10 @@ func (w *fairWaiter) period() time.Duration {
 // ahead. It runs under fairAcquire's registration with Close, also once Close began.
 func (w *fairWaiter) leave() (tally, *multierror.Error) {
 	c := w.c
+	// No grant by hand under this id from now on: the removal frees the keys handed
+	// with its registrations, on each node whenever it lands there (TestFairHandAfterLeave).
+	w.leftID = w.entry.id
+	w.t.forgetHanded(w.entry.id)
 	ctx := context.WithoutCancel(w.ctx)
 	t, errs, _ := c.gather(ctx, c.start(ctx, stepRequest{step: stepFairRelease, keys: w.keys, args: []any{"", w.entry.id}}), false)
 	return t, errs

@@ -52,8 +52,7 @@ func lateStepAsideRemoval(t *testing.T, opts redlock.Options) {
 	})
 	var removal *sentCall
 	for _, call := range rec.sent() {
-		// fair_release.lua with no token: 4 keys, the empty token and the waiter's id.
-		if call.node == 0 && len(call.args) == 9 && fmt.Sprint(call.args[7]) == "" {
+		if fc, _ := parseFairCall(call.args); call.node == 0 && fc.kind == "release" && fc.token == "" {
 			removal = &call
 		}
 	}

@@ -94,7 +94,7 @@ func TestFairLateCopies(t *testing.T) {
 	// its TTL (at most 1 s here). (A copy of an Extend after them could make that key
 	// live for the Extend's TTL, as with the plain scripts; not sent here.)
 	for _, call := range calls {
-		if len(call.args) == 12 && fmt.Sprint(call.args[2]) == "4" && call.args[9] != "" {
+		if fc, _ := parseFairCall(call.args); fc.kind == "acquire" && fc.id != "" {
 			c.deliverAgain(call, sources)
 		}
 	}

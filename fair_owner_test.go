@@ -175,9 +175,13 @@ func TestFairOwnerReleaseKeepsMinorityHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.WaitForCalls()
-	// Node 3 is free now, the others list b: the owner still holds a majority, and
-	// the waiter, told by node 3 alone, must not get the key.
-	c.wantHolds("k", "job", []*redlock.Lock{b}, []*redlock.Lock{b}, nil)
+	// Node 3 is free now (or handed to the waiter, its queue's head), the others list
+	// b: the owner still holds a majority, and the waiter, told or handed the key by
+	// node 3 alone, must not get the lock.
+	c.wantHolds("k", "job", []*redlock.Lock{b}, []*redlock.Lock{b})
+	if _, owners := c.holds(2, "k", "job"); owners {
+		t.Errorf("node 3 still lists a hold of the owner: %q", c.values("k")[2])
+	}
 	select {
 	case r := <-waiter:
 		t.Fatalf("the waiter got the key from a minority: %v, %v", r.lock, r.err)

@@ -34,9 +34,8 @@ type drawGate struct {
 var errReplyLost = errors.New("reply lost")
 
 func isDraw(cmd redis.Cmder) bool {
-	name := strings.ToLower(cmd.Name())
-	n := len(cmd.Args())
-	return (name == "evalsha" || name == "eval") && n == 10 && cmd.Args()[2] == 4
+	fc, _ := parseFairCall(cmd.Args())
+	return fc.kind == "draw"
 }
 
 func (drawGate) DialHook(next redis.DialHook) redis.DialHook { return next }

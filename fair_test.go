@@ -412,7 +412,12 @@ func TestFairTryAcquireBehindQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder.WaitForCalls()
-	c.wantValues("k", "", "", "")
+	// The nodes may hand the key to the dead waiter (the head), for one lease at most.
+	for i, a := range c.admin {
+		if d := a.PTTL(ctx, "k").Val(); d > redlock.DefaultFairLease {
+			t.Fatalf("node %d: the key lives %v after the release, more than the dead head's lease", i+1, d)
+		}
+	}
 	other := c.newClient(fairOpts)
 	if l, err := other.TryAcquire(ctx, "k", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a free key with a waiter queued: %v, %v; want ErrNotAcquired", l, err)
@@ -583,8 +588,7 @@ func TestFairWakesOnlyTheNext(t *testing.T) {
 	took := time.Since(start)
 	attempts := 0
 	for _, call := range rec.sent()[before:] {
-		// fair_acquire.lua of a queued waiter: 4 keys, 5 arguments, a waiter id.
-		if call.node == 0 && len(call.args) == 12 && call.args[9] != "" {
+		if fc, _ := parseFairCall(call.args); call.node == 0 && fc.kind == "acquire" && fc.id != "" {
 			attempts++
 		}
 	}

@@ -12,16 +12,18 @@ import "strings"
 // node's clock) and the ticket counter. All three lie in key's Redis Cluster hash
 // slot: KEY:fairq (and so on) when that name is in the slot, as it is for every key
 // with a hash tag; otherwise fairq:{KEY} when KEY has no "}", else fairq:{T}{KEY}
-// with a four-character tag T of KEY's slot, as for FenceKeys. Do not use these names
-// as lock keys.
+// with a four-character tag T of KEY's slot, as for FenceKeys. A fourth companion,
+// the waiters' hand registrations (docs/design.md, "Hand-over by the nodes"), is named
+// the same way with "fairh". Do not use these names as lock keys.
 func FairKeys(key string) (queue, leases, counter string) {
 	return slotName(key, "fairq"), slotName(key, "fairl"), slotName(key, "fairn")
 }
 
-// fairKeys returns the KEYS of every fair step: the lock key, then FairKeys.
+// fairKeys returns the KEYS of every fair step: the lock key, then FairKeys, then the
+// hand registrations.
 func fairKeys(key string) []string {
 	q, l, n := FairKeys(key)
-	return []string{key, q, l, n}
+	return []string{key, q, l, n, slotName(key, "fairh")}
 }
 
 // slotName names a companion key of kind for key in key's hash slot (see FairKeys).

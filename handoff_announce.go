@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +73,7 @@ func (t *ticket) subscribe() {
 // with Options.Fair that the key is free and a waiter of this Client is the head of
 // its queue (msg is "<token> <waiter id>", counted as one: a majority must name the
 // same waiter for the same release), and then that waiter attempts (nameHead).
-func (q *queues) notice(channel, msg string) {
+func (q *queues) notice(node int, channel, msg string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	key, ok := q.chans[channel]
@@ -84,6 +85,14 @@ func (q *queues) notice(channel, msg string) {
 		return
 	}
 	n := len(q.c.nodes)
+	if q.c.opts.Fair && strings.HasPrefix(msg, "=") {
+		if kq.handedBy(node, msg, n) {
+			kq.nameHead(namedIn(msg))
+		}
+		// Counted as a wake-up without its TTL, which differs from node to node (the
+		// head's lease left): "=<token> <waiter id>", as one release's notices are.
+		msg = handNotice(msg)
+	}
 	if !kq.heard(msg, n) {
 		if q.c.opts.Fair && kq.notices[msg].nodes == 1 {
 			q.partialNotice(key, msg)
@@ -97,6 +106,64 @@ func (q *queues) notice(channel, msg string) {
 		return
 	}
 	kq.nameHead(namedIn(msg))
+}
+
+// handedBy records that node handed the key to the fair waiter named in msg ("=<token>
+// <ttl ms> <waiter id>", fairHand) with that token and TTL, and reports whether that
+// makes a majority of the n nodes for the token. Nodes are counted, not messages: a
+// message delivered twice counts once, so a grant (fairWaiter.handed) never rests on
+// one node's repeats. A malformed notice counts for nothing. Callers hold q.mu.
+func (kq *keyQueue) handedBy(node int, msg string, n int) bool {
+	id := namedIn(msg)
+	if _, ok := kq.fair[id]; !ok {
+		return false
+	}
+	end := strings.LastIndexByte(msg, ' ')
+	if end < 1 {
+		return false
+	}
+	body := msg[1:end]
+	sp := strings.LastIndexByte(body, ' ')
+	if sp < 0 {
+		return false
+	}
+	ms, err := strconv.ParseInt(body[sp+1:], 10, 64)
+	if err != nil || ms <= 0 {
+		return false
+	}
+	token := body[:sp]
+	if kq.handed == nil {
+		kq.handed = make(map[string]map[string]map[int]time.Duration)
+	}
+	byToken := kq.handed[id]
+	if byToken == nil {
+		byToken = make(map[string]map[int]time.Duration)
+		kq.handed[id] = byToken
+	}
+	nodes := byToken[token]
+	if nodes == nil {
+		nodes = make(map[int]time.Duration)
+		byToken[token] = nodes
+	}
+	if _, again := nodes[node]; again {
+		return false
+	}
+	nodes[node] = time.Duration(ms) * time.Millisecond
+	return len(nodes) == n/2+1
+}
+
+// handNotice returns a hand notice "=<token> <ttl ms> <waiter id>" without its TTL, or
+// msg itself if malformed.
+func handNotice(msg string) string {
+	id := strings.LastIndexByte(msg, ' ')
+	if id < 0 {
+		return msg
+	}
+	ttl := strings.LastIndexByte(msg[:id], ' ')
+	if ttl < 0 {
+		return msg
+	}
+	return msg[:ttl] + msg[id:]
 }
 
 // namedIn returns the waiter id a fair notice "<token> <waiter id>" names.
@@ -171,7 +238,7 @@ func (q *queues) listen() {
 			for m := range msgs {
 				switch m := m.(type) {
 				case *redis.Message:
-					q.notice(m.Channel, m.Payload)
+					q.notice(i, m.Channel, m.Payload)
 				case *redis.Subscription:
 					if m.Kind == "subscribe" {
 						q.listening(i, m.Channel)

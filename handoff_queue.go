@@ -38,6 +38,41 @@ type keyQueue struct {
 	// fair holds, with Options.Fair, the ids of this Client's fair waiters for the key,
 	// each with its latest naming: the waiter attempts when that changes (headNamed).
 	fair map[string]naming
+	// handed holds, for each fair waiter of fair, the nodes that handed it the key
+	// (fair_queue.lua, fairHand) by token, each with the TTL it set (handedBy).
+	handed map[string]map[string]map[int]time.Duration
+}
+
+// handedNodes reports how many nodes handed the key to the fair waiter id with token.
+func (t *ticket) handedNodes(id, token string) int {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return len(t.kq.handed[id][token])
+}
+
+// handedPX returns the shortest TTL with which the nodes handed the key to the fair
+// waiter id with token, once at least quorum nodes did, and 0 before that.
+func (t *ticket) handedPX(id, token string, quorum int) time.Duration {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	nodes := t.kq.handed[id][token]
+	if len(nodes) < quorum {
+		return 0
+	}
+	var px time.Duration
+	for _, d := range nodes {
+		if px == 0 || d < px {
+			px = d
+		}
+	}
+	return px
+}
+
+// forgetHanded drops the hand notices counted for the fair waiter id (it left).
+func (t *ticket) forgetHanded(id string) {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	delete(t.kq.handed, id)
 }
 
 // naming is when a fair waiter was last named the head of a free key, as a wake-up
@@ -160,6 +195,7 @@ func (t *ticket) leaveFair(id string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(t.kq.fair, id)
+	delete(t.kq.handed, id)
 	delete(q.fairKeys, id)
 	if len(q.fairKeys) == 0 {
 		q.fairKeys = nil // let go of the emptied map's memory

@@ -256,14 +256,14 @@ func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
 	_, namedB := b.headNamed("C/b")
 	ch := q.channel("k")
 	q.chans = map[string]string{ch: "k"}
-	q.notice(ch, "T1 C/a")
-	q.notice(ch, "T1 C/b") // another node names b for the same release: counted apart
+	q.notice(0, ch, "T1 C/a")
+	q.notice(1, ch, "T1 C/b") // another node names b for the same release: counted apart
 	select {
 	case <-wakeA:
 		t.Fatal("woken before a majority named anyone")
 	default:
 	}
-	q.notice(ch, "T1 C/a")
+	q.notice(2, ch, "T1 C/a")
 	select {
 	case <-wakeA:
 	default:
@@ -275,8 +275,8 @@ func TestHeadNoticeWakesTheNamedWaiter(t *testing.T) {
 		t.Fatalf("a named %v (was %v), b %v (was %v): only a is to attempt", nowA, namedA, nowB, namedB)
 	}
 	b.leaveFair("C/b")
-	q.notice(ch, "T2 C/b")
-	q.notice(ch, "T2 C/b")
+	q.notice(0, ch, "T2 C/b")
+	q.notice(1, ch, "T2 C/b")
 	select {
 	case <-wakeB:
 		t.Fatal("a notice naming a waiter that left woke the key's waiters")
@@ -318,5 +318,52 @@ func TestLateConfirmationWakesTheWaiters(t *testing.T) {
 		if fair && named[4] == named[3] {
 			t.Error("the last confirmation did not name the fair waiter again")
 		}
+	}
+}
+
+// TestHandNoticesCountNodes: the nodes' hand notices ("=<token> <ttl ms> <waiter id>")
+// count by node: a node's notice delivered again does not count twice, so a grant never
+// rests on fewer than a majority of nodes; notices with another token, malformed ones
+// and ones for a waiter that left count for nothing. The grant's TTL is the shortest
+// of the nodes'.
+func TestHandNoticesCountNodes(t *testing.T) {
+	q := &queues{c: &Client{nodes: make([]node, 5), opts: Options{Fair: true, NodeTimeout: time.Hour}}, fairID: "C"}
+	a := q.join("k")
+	a.joinFair("C:a")
+	ch := q.channel("k")
+	for range 4 { // node 0's notice, delivered again and again
+		q.notice(0, ch, "=T 900 C:a")
+	}
+	q.notice(1, ch, "=T 900 C:a")
+	q.notice(2, ch, "=U 900 C:a") // another registration's token
+	q.notice(2, ch, "=T C:a")     // no TTL
+	q.notice(2, ch, "=T x C:a")   // a TTL that is no number
+	q.notice(2, ch, "=C:a")       // no token
+	q.notice(2, ch, "= 900 C:a")  // an empty token
+	if n := a.handedNodes("C:a", "T"); n != 2 {
+		t.Fatalf("T counted on %d nodes, want 2 (nodes 0 and 1)", n)
+	}
+	q.notice(1, ch, "=T 900 C:a")
+	if n := a.handedNodes("C:a", "T"); n != 2 {
+		t.Fatalf("T counted on %d nodes after node 1 repeated it, want 2", n)
+	}
+	_, named := a.headNamed("C:a")
+	if px := a.handedPX("C:a", "T", 3); px != 0 {
+		t.Fatalf("a TTL of %v before a majority handed the key", px)
+	}
+	q.notice(3, ch, "=T 700 C:a")
+	if n := a.handedNodes("C:a", "T"); n != 3 {
+		t.Fatalf("T counted on %d nodes, want 3", n)
+	}
+	if px := a.handedPX("C:a", "T", 3); px != 700*time.Millisecond {
+		t.Fatalf("the grant's TTL is %v, want the shortest of the nodes' (700ms)", px)
+	}
+	if _, now := a.headNamed("C:a"); now == named {
+		t.Fatal("the third node's hand notice did not wake the waiter")
+	}
+	a.leaveFair("C:a")
+	q.notice(4, ch, "=T 900 C:a")
+	if n := a.handedNodes("C:a", "T"); n != 0 {
+		t.Fatalf("a waiter that left keeps %d nodes' hand notices", n)
 	}
 }

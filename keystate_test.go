@@ -100,7 +100,7 @@ func TestPerKeyStateBounded(t *testing.T) {
 				now := time.Now()
 				l := &Lock{c: c, key: tk.key, token: "t", until: now.Add(time.Minute)}
 				c.queues.granted(l)
-				c.queues.notice(releaseChannel(tk.key), "a dead token")
+				c.queues.notice(0, releaseChannel(tk.key), "a dead token")
 				c.queues.released(l, 0, 3, time.Millisecond, now)                   // heard by another Client: a yield
 				c.queues.granted(&Lock{c: c, key: tk.key + "/dropped", until: now}) // expired, never released
 				c.fences.raise(tk.key, int64(b+i+1))

@@ -35,6 +35,10 @@ type Lock struct {
 	watched    uint8         // Options.Observer: unwatched, watchedHeld or watchedOver (in released's padding)
 	releasedAt time.Time     // when Release was called: Until reports no later time
 	keeper     *keeper       // the running KeepAlive, or nil
+	// handTTL is the TTL a fair Acquire asked for when the nodes handed the lock over
+	// with less (fairWaiter.handed), until an Extend succeeds: KeepAlive extends to it
+	// first, and so does finishHand. Zero for other locks.
+	handTTL time.Duration
 }
 
 // Key returns the lock's key.
@@ -142,6 +146,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 		// majority behind the old Until still holds it until then, since no step ever
 		// shortens a TTL. So the lock is valid until the later of the two.
 		l.until, l.ttl = later(l.until, until), ttl
+		l.handTTL = 0 // the caller chose the TTL now (KeepAlive, finishHand: see handTTL)
 		released := l.released
 		l.mu.Unlock()
 		l.proven(ctx, r, t, ttl, until, others, released)

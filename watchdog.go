@@ -103,7 +103,7 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 		l.mu.Unlock()
 		return refuse(errKeepAliveRunning)
 	}
-	if err := c.opts.checkKeepAlive(l.ttl); err != nil {
+	if err := c.opts.checkKeepAlive(max(l.ttl, l.handTTL)); err != nil {
 		l.mu.Unlock()
 		return refuse(fmt.Errorf("redlock: keep alive %q: %w", l.key, err))
 	}
@@ -113,13 +113,48 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 	c.keepers.Add(1)
 	go func() {
 		defer c.keepers.Done()
-		cause := l.renew(c.markRenewals(lockCtx, k), k)
+		rctx := c.markRenewals(lockCtx, k)
+		cause := l.finishHanded(rctx, k)
+		if cause == nil {
+			cause = l.renew(rctx, k)
+		}
 		l.detach(k)
 		cancel(cause)
 		l.keepAliveEnded(ctx, k, cause)
 		close(k.done)
 	}()
 	return lockCtx, func() { k.halt(context.Canceled) }
+}
+
+// finishHanded extends a lock that the nodes handed over with less than its TTL
+// (Lock.handTTL) to that TTL before the keeper's first pass, whose renewals are planned
+// from it (a 30 s lock handed for 1 s made the keeper give up at once: found in
+// review). A failed try is tried again at the retry delay while a step could still be
+// confirmed within the lock's validity, as the keeper's renewals are; a non-nil result
+// ends the keeper.
+func (l *Lock) finishHanded(ctx context.Context, k *keeper) error {
+	c := l.c
+	for try := 1; ; try++ {
+		l.mu.Lock()
+		want, until := l.handTTL, l.until
+		done := want == 0 || l.released
+		l.mu.Unlock()
+		if done {
+			return nil
+		}
+		err := l.Extend(ctx, want)
+		if err == nil {
+			return nil
+		}
+		wait := c.opts.RetryDelay(try)
+		if errors.Is(err, ErrLockLost) || ctx.Err() != nil ||
+			!c.opts.Clock.Now().Add(wait).Before(until.Add(-c.opts.NodeTimeout)) {
+			return err
+		}
+		if err := l.idle(ctx, k, wait); err != nil {
+			return err
+		}
+	}
 }
 
 // detach forgets k as the lock's keeper.

@@ -15,6 +15,13 @@
 -- ARGV[5]  the entry lease in milliseconds (ignored when ARGV[3] is "")
 -- ARGV[6]  the owner's head for a hold of an owner (WithOwner), whose id is then
 --          ARGV[1]; "" (or absent) for a lock without owner
+-- KEYS[5], ARGV[7..9]  optional, for a waiter without owner: the key's hand
+--          registrations (fair_queue.lua) and the waiter's next registration (TTL in
+--          ms, token, seq). ARGV[1] is then the token of its previous registration (seq
+--          ARGV[9] − 1): a key handed with it is the waiter's, and the attempt answers
+--          1 at once, raising its TTL to ARGV[2]; a key handed with an older one is
+--          deleted. An attempt that does not get the key registers ARGV[7..9]; one that
+--          gets it drops the waiter's registration
 --
 -- A hold of an owner that holds the key already is added at once, ahead of the queue
 -- and without queueing (reentrancy: the owner's holds are one logical holder, and the
@@ -39,15 +46,58 @@ local key, id, head = KEYS[1], ARGV[3], ARGV[6] or ''
 if head ~= '' and ownerAdd(key, head, ARGV[1], ARGV[2]) then
   return 1
 end
+local hands = id ~= '' and head == '' and KEYS[5] and ARGV[9]
+local freed = nil -- the token of a stale hand this attempt deleted
+-- register records the waiter's hand registration (fair_queue.lua) when it did not get
+-- the key.
+local function register()
+  if hands then
+    fairRegister(KEYS[5], id, ARGV[9], ARGV[7], ARGV[8], tonumber(ARGV[5]))
+  end
+end
+if hands then
+  local cur = redis.call('GET', key)
+  if cur == ARGV[1] then
+    -- Handed to the waiter with this attempt's token (its previous registration).
+    if redis.call('PTTL', key) < tonumber(ARGV[2]) then
+      redis.call('PEXPIRE', key, ARGV[2])
+    end
+    redis.call('HDEL', KEYS[5], id)
+    return 1
+  end
+  local seq, token = fairHanded(KEYS[5], id)
+  if seq and seq < tonumber(ARGV[9]) - 1 then
+    -- Handed to the waiter with a registration older than this attempt's token: the
+    -- waiter did not take it (a majority never named it with that token) and has no
+    -- lock with it, so the key is freed for this attempt.
+    if cur == token then
+      redis.call('DEL', key)
+      freed = token
+    end
+    redis.call('HDEL', KEYS[5], '@' .. id)
+  end
+end
+-- notFreed tells the head of the queue that the key is free (fairNotify), when this
+-- attempt freed a stale hand and did not take the key itself, and returns reply.
+local function notFreed(reply)
+  if freed then
+    fairNotify(key, KEYS[2], KEYS[3], freed)
+  end
+  return reply
+end
 local early = fairQueue(KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
 if early then
-  return early
+  register()
+  return notFreed(early)
 end
 local value = ARGV[1]
 if head ~= '' then
   value = head .. ARGV[1] .. '|'
 end
 if redis.call('SET', key, value, 'NX', 'PX', ARGV[2]) then
+  if hands then
+    redis.call('HDEL', KEYS[5], id) -- the lock holds the key: no hand for this waiter
+  end
   return 1
 end
 if head == '' and redis.call('GET', key) == ARGV[1] then
@@ -59,4 +109,5 @@ end
 if id == '' then
   return 0
 end
-return -BEHIND
+register()
+return notFreed(-BEHIND)

@@ -72,6 +72,72 @@ local function fairQueue(queue, leases, counter, id, ticket, lease)
   return fairEnqueue(queue, leases, counter, id, ticket, lease, now)
 end
 
+-- The hand registrations of a fair key (KEYS[5] of fair_ticket.lua, fair_acquire.lua
+-- and fair_release.lua; absent for fenced and owner waiters and for Clients of earlier
+-- versions): a hash in the key's slot, field <waiter id> = "<seq> <px> <token>", the
+-- token with which the waiter's latest call asks to be handed the key when it is the
+-- head of the queue and the key is free, the key's TTL for that (px ms) and the call's
+-- sequence number, and field "@<waiter id>" = "<seq> <token>", the registration with
+-- which the key was handed to it. A registration only replaces one with a lower seq,
+-- so a late copy of an earlier call cannot bring back an older token.
+
+-- fairRegister records waiter id's hand registration (seq, px, token) in hash h, unless
+-- h holds one of the same or a later seq, and keeps h for two leases at least.
+local function fairRegister(h, id, seq, px, token, lease)
+  local cur = redis.call('HGET', h, id)
+  local handed = redis.call('HGET', h, '@' .. id)
+  seq = tonumber(seq)
+  for _, r in ipairs({cur, handed}) do
+    if r and tonumber(string.match(r, '^(%d+)')) >= seq then
+      return
+    end
+  end
+  redis.call('HSET', h, id, seq .. ' ' .. px .. ' ' .. token)
+  if redis.call('PTTL', h) < 2 * lease then
+    redis.call('PEXPIRE', h, 2 * lease)
+  end
+end
+
+-- fairHand hands the free key to the queue's head when it has a registration: sets
+-- the key to the registered token for the registered TTL, but no longer than the
+-- head's entry lease has left (a head that died holds the key no longer than its
+-- entry would have held the queue), moves the registration to "@<head>", and returns
+-- the token and the TTL set (nil when the head has none). leases: the entries' leases.
+local function fairHand(h, key, leases, head, now)
+  local r = redis.call('HGET', h, head)
+  if not r then
+    return nil
+  end
+  local seq, px, token = string.match(r, '^(%d+) (%d+) (.+)$')
+  redis.call('HDEL', h, head)
+  local ends = tonumber(redis.call('ZSCORE', leases, head))
+  if not ends or not seq then
+    return nil
+  end
+  px = math.min(tonumber(px), ends - now)
+  if px <= 0 or not redis.call('SET', key, token, 'NX', 'PX', px) then
+    return nil
+  end
+  redis.call('HSET', h, '@' .. head, seq .. ' ' .. token)
+  if redis.call('PTTL', h) < 2 * px then
+    -- The HDEL above may have emptied and so deleted the hash, and the HSET made it
+    -- again without a TTL: it must not outlive the key it tells about.
+    redis.call('PEXPIRE', h, 2 * px)
+  end
+  return token, px
+end
+
+-- fairHanded returns the seq and token with which the key was handed to waiter id
+-- (nil when it was not), from hash h.
+local function fairHanded(h, id)
+  local r = redis.call('HGET', h, '@' .. id)
+  if not r then
+    return nil
+  end
+  local seq, token = string.match(r, '^(%d+) (.+)$')
+  return tonumber(seq), token
+end
+
 -- fairNotify tells the head of the queue that the key is free, after a release or a
 -- removal made it so: it drops the entries whose lease ended (so that a dead waiter is
 -- not the one told), then publishes "msg id" on the channel of the head's Client,
@@ -86,10 +152,17 @@ local function fairNotify(key, queue, leases, msg)
   if redis.call('EXISTS', queue) == 0 then
     return 0 -- nobody queued (a lease that ended is pruned where a queue is)
   end
-  fairPrune(queue, leases, fairNow())
+  local now = fairNow()
+  fairPrune(queue, leases, now)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head then
     return 0
+  end
+  if KEYS[5] and redis.call('EXISTS', key) == 0 then
+    local token, px = fairHand(KEYS[5], key, leases, head, now)
+    if token then
+      msg = '=' .. token .. ' ' .. px
+    end
   end
   local heard
   local client = string.match(head, '^([^/:]+):')

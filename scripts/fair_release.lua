@@ -6,6 +6,10 @@
 -- KEYS[2]  the key's waiter queue (see fair_acquire.lua)
 -- KEYS[3]  the key's waiter leases
 -- KEYS[4]  the key's ticket counter (unused; keeps the KEYS of the fair scripts alike)
+-- KEYS[5]  optional: the key's hand registrations (fair_queue.lua); the waiter's go,
+--          and a key handed to it with a token other than ARGV[1] is freed (a waiter
+--          that leaves never took it; a lock took the key with ARGV[1]); a free key
+--          is handed to the next head that has a registration (fairNotify)
 -- ARGV[1]  the token the lock was acquired with, or "" when a waiter leaves
 -- ARGV[2]  the waiter's id, whose entry is removed ("" for a lock of TryAcquire)
 -- ARGV[3]  the owner's head for a hold of an owner (WithOwner), whose id is then
@@ -35,6 +39,19 @@ if id ~= '' then
   redis.call('ZREM', leases, id)
 end
 local cur = redis.call('GET', key)
+if id ~= '' and KEYS[5] then
+  -- The waiter's hand registrations go. A waiter that leaves frees a key handed to it
+  -- (it never took it: it leaves without a lock), so the next head is told.
+  local _, handed = fairHanded(KEYS[5], id)
+  redis.call('HDEL', KEYS[5], id, '@' .. id)
+  if head == '' and handed and cur == handed and cur ~= token then
+    -- Handed to the waiter with a registration it did not take the lock with: its
+    -- attempt won with an earlier token elsewhere, or it leaves without a lock.
+    redis.call('DEL', key)
+    cur = nil
+    removed = true
+  end
+end
 local msg = token
 if token == '' then
   if not removed then

@@ -11,6 +11,9 @@
 --          it enqueued, with a TTL of at least ARGV[1]
 -- ARGV[1]  how long the counter lives at least, in milliseconds (2 entry leases)
 -- ARGV[2]  optional: the waiter's id; with it, ARGV[3] is its entry lease in ms
+-- KEYS[5], ARGV[4..6]  optional: the key's hand registrations (see fair_queue.lua) and
+--          the waiter's registration: TTL in ms, token and seq (fairRegister), made
+--          when the draw queues the waiter (the nodes may then hand it the key)
 --
 -- Draws v, a number above the counter and above every ticket queued here, and returns
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
@@ -56,6 +59,9 @@ end
 -- which polls at RetryDelay for a holder that dies unannounced (a waiter behind others
 -- renews only every third of a lease).
 fairEnqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), now)
+if KEYS[5] and ARGV[6] then
+  fairRegister(KEYS[5], ARGV[2], ARGV[6], ARGV[4], ARGV[5], tonumber(ARGV[3]))
+end
 if first then
   return v
 end

@@ -1,0 +1,78 @@
+package redlock
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// The nodes' hand-over of a fair key to the head of its queue (docs/design.md, "Fair
+// locks across processes"): a waiter registers a token with its draw and with each
+// attempt that does not get the key; a release that frees the key makes each node set
+// it to the head's registered token and tell the head's Client (fair_queue.lua,
+// fairHand), which grants the lock on a majority of nodes without a round of its own.
+
+// handed returns the lock when a majority of nodes handed the key to the waiter with
+// its latest registration's token (fairHand), counted by node (keyQueue.handedBy), and
+// nil otherwise. Each of those nodes set the key after the registration reached it,
+// for the TTL its notice gives (at most handPX), so the key lives there until at least
+// handAt + that TTL by the node's clock: the validity is counted as a round's would
+// be, had the round begun at handAt, with the shortest TTL of the majority. A
+// registration older than the latest is never counted: the waiter made an attempt
+// with its token since (use), whose failure may have released it on some nodes.
+func (w *fairWaiter) handed() *Lock {
+	c, e := w.c, &w.entry
+	if !e.hands || e.hand == "" || w.away || w.leftID == e.id || w.ctx.Err() != nil || c.isClosed() {
+		return nil // the waiter leaves, or has left, which frees the keys handed to it
+	}
+	px := w.t.handedPX(e.id, e.hand, len(c.nodes)/2+1)
+	if px <= 0 {
+		return nil
+	}
+	now := c.opts.Clock.Now()
+	v := validity(px, now.Sub(e.handAt), c.opts.DriftFactor)
+	if v < bestValidity(px, c.opts.DriftFactor)/2 {
+		// The registration is old (a waiter behind others renews every FairLease/3):
+		// its next attempt, with this token, takes the key where it was handed and
+		// raises its TTL to the lock's, for a whole validity.
+		return nil
+	}
+	// The lock's TTL is the one the nodes set, until finishHand extends it: KeepAlive
+	// and Do plan their renewals from it.
+	l := &Lock{c: c, key: w.key, token: e.hand, ttl: px, handTTL: w.ttl, until: now.Add(v), lastRound: w.lastRound, fairID: e.id}
+	w.tries++ // for Options.Observer: the grant came in place of an attempt
+	c.queues.granted(l)
+	if px < w.ttl {
+		c.finishHand(w.ctx, l, v/2, w.ttl)
+	}
+	return l
+}
+
+// finishHand extends a lock that the nodes handed over with less than its TTL
+// (handTTL) to its TTL, after, unless it was released or the Client closed first. A
+// failed extension leaves the lock's Until where it was, as a failed Extend does.
+func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
+	if !c.enter() { // Close waits for it, and it ends at once when Close begins
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	go func() {
+		defer c.inFlight.Done()
+		select {
+		case <-c.opts.Clock.After(after):
+		case <-c.closing:
+			return
+		}
+		l.mu.Lock()
+		pending := l.handTTL > 0 && !l.released
+		l.mu.Unlock()
+		if pending { // not extended by KeepAlive or the caller meanwhile
+			_ = l.Extend(ctx, ttl)
+		}
+	}()
+}
+
+// handsOff turns off hand registrations (fairEntry.hands), with which the nodes hand a
+// free key to the head of its queue, for the Acquire calls that begin while it is
+// set. Tests compare both ways with it.
+var handsOff atomic.Bool
