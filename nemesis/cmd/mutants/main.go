@@ -167,6 +167,24 @@ var mutants = []mutant{{
 	Edits: []edit{{File: "scripts/fair_queue.lua",
 		Old: "  if ahead > 0 then\n    return -(BEHIND - ahead)\n  end\n",
 		New: ""}},
+}, {
+	Name:   "fair-hand-one-node",
+	What:   "a fair waiter takes a lock that the nodes hand over on one node's notice",
+	Family: "fair",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "fair_hand.go",
+		Old: "w.t.handedPX(e.id, e.hand, len(c.nodes)/2+1)",
+		New: "w.t.handedPX(e.id, e.hand, 1)"}},
+}, {
+	Name:   "fair-hand-held-key",
+	What:   "fair_queue.lua hands the key to the head of the queue even while it is held",
+	Family: "fair",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/fair_queue.lua",
+		Old: "  if KEYS[5] and redis.call('EXISTS', key) == 0 then\n",
+		New: "  if KEYS[5] then\n"}, {File: "scripts/fair_queue.lua",
+		Old: "redis.call('SET', key, token, 'NX', 'PX', px)",
+		New: "redis.call('SET', key, token, 'PX', px)"}},
 }}
 
 func main() {
