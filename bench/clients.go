@@ -107,6 +107,10 @@ type hotFigures struct {
 	// ended without one, counted up to the stop (the stop-th grant) at the latest, so a
 	// worker that starves shows here although it has no grant to show.
 	longest time.Duration
+	// longestLate is longest for the calls that began after every worker's first
+	// grant (the workers-th grant of the run), when the calls of a synchronized start
+	// have been served: the longest wait of a run in its steady state.
+	longestLate time.Duration
 	// overtakes counts the grants, up to the stop, that went to a call which began to
 	// wait after another call that was still waiting then (granted later, or never):
 	// 0 in arrival order.
@@ -133,6 +137,19 @@ func (g *grantLog) figures(stop int) hotFigures {
 	}
 	for _, o := range g.open {
 		f.longest = max(f.longest, min(o[1], end)-o[0])
+	}
+	if workers := len(g.counts); workers <= len(g.grantAt) {
+		from := g.grantAt[workers-1] // every worker has had a grant (at best)
+		for i := range g.grantAt {
+			if g.startAt[i] > from {
+				f.longestLate = max(f.longestLate, g.grantAt[i]-g.startAt[i])
+			}
+		}
+		for _, o := range g.open {
+			if o[0] > from {
+				f.longestLate = max(f.longestLate, min(o[1], end)-o[0])
+			}
+		}
 	}
 	f.overtakes = g.overtakesUntil(end)
 	return f

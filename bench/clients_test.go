@@ -123,6 +123,7 @@ func reportClientsHot(b *testing.B, l lib, st benchload.HotStats, f hotFigures) 
 	b.ReportMetric(ms(benchload.Percentile(f.waits, 0.50)), "wait-p50-ms")
 	b.ReportMetric(ms(benchload.Percentile(f.waits, 0.99)), "wait-p99-ms")
 	b.ReportMetric(ms(f.longest), "wait-max-ms")
+	b.ReportMetric(ms(f.longestLate), "wait-max-late-ms")
 	b.ReportMetric(jain(f.counts), "jain")
 	if f.grants > 0 {
 		b.ReportMetric(100*float64(f.overtakes)/float64(f.grants), "overtakes-%")

@@ -63,6 +63,12 @@ func TestGrantLog(t *testing.T) {
 	if !slices.Equal(f.waits, ms(3, 4, 7, 7)) || f.longest != 7*time.Millisecond {
 		t.Errorf("waits %v, longest %v; want [3 4 7 7] ms, 7 ms", f.waits, f.longest)
 	}
+	// After the third grant (3 ms), when each of the 3 workers has had one: the calls
+	// from 4 ms (1 ms) and from 5 ms (open, 5 ms up to the stop at 10 ms). The calls
+	// from 2 and 3 ms began before.
+	if f.longestLate != 5*time.Millisecond {
+		t.Errorf("longest after the start %v, want 5ms", f.longestLate)
+	}
 	// The second grant (waited from 1 ms) went before the third (waiting since 0), the
 	// fifth (from 4 ms) before the sixth (since 2 ms).
 	if f.overtakes != 2 {

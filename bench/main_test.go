@@ -39,6 +39,7 @@ var units = []string{
 	"Unit wait-p50-ms better=lower",
 	"Unit wait-p99-ms better=lower",
 	"Unit wait-max-ms better=lower",
+	"Unit wait-max-late-ms better=lower",
 	"Unit box-stall-ms better=lower",
 	"Unit self-% better=lower",
 	"Unit jain better=higher",
