@@ -261,49 +261,46 @@ func run(root string, files []string, m mutant, budget time.Duration) (string, b
 			note = " (note: the tree itself still has this defect)"
 		}
 	}
-	out := filepath.Join(tmp, "nemesis-out")
-	cmd := exec.Command("go", "test", "-count=1", "-timeout", (budget + 5*time.Minute).String(), "-run", "^TestSoak$", "-v", ".")
-	cmd.Dir = filepath.Join(tmp, "nemesis")
-	cmd.Env = append(os.Environ(), "NEMESIS_FAMILY="+m.Family, "NEMESIS_DURATION="+budget.String(), "NEMESIS_OUT="+out, "NEMESIS_SEED=")
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
+	// A soak stops at its first violation. One of another check (a side effect of
+	// the mutant, say a fairness violation of a mutant that breaks mutual exclusion)
+	// is not this mutant's proof, so the search goes on from a fresh seed with what is
+	// left of the budget.
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return fmt.Sprintf("%-17s ERROR: %v", m.Name, err), false
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait(); pw.Close() }()
-	var log bytes.Buffer
 	schedules, caught, seed, what, other := 0, false, "", "", ""
-	sc := bufio.NewScanner(pr)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		log.WriteString(l + "\n")
-		if seedLine.MatchString(l) {
-			schedules++
-			fmt.Println("  " + l)
+	var log bytes.Buffer
+	for {
+		left := budget - time.Since(start)
+		if left < time.Second {
+			break
 		}
-		if v := violationLine.FindStringSubmatch(l); v != nil && !caught {
-			fmt.Println("  " + l)
-			if strings.HasPrefix(v[3], m.Check+" on ") {
-				caught, seed, what = true, v[1], v[3]
-			} else if other == "" {
-				other = v[3]
-			}
+		var r soakResult
+		r, err = soak(tmp, m, left, &log)
+		schedules += r.schedules
+		if r.other != "" && other == "" {
+			other = r.other
+		}
+		if r.caught {
+			caught, seed, what = true, r.seed, r.what
+			break
+		}
+		if r.other == "" {
+			break // survived what was left of the budget, or failed without a violation
 		}
 	}
-	err = <-waited
 	took := time.Since(start).Round(time.Second)
 	switch {
 	case caught:
+		if other != "" {
+			note += " (another check fired first: " + other[:min(len(other), 60)] + "…)"
+		}
 		if len(what) > 160 {
 			what = what[:160] + "…"
 		}
 		return fmt.Sprintf("%-17s CAUGHT in schedule %d after %v (seed %d, replay: make soak SEED=%s FAMILY=%s): %s%s",
 			m.Name, schedules, took, mustAtoi(seed), seed, m.Family, what, note), true
-	case other != "":
-		// Another check fired: a false alarm or a side effect, not this mutant's proof.
+	case other != "" && err != nil:
+		// Another check fired, and this one never: a false alarm or a side effect,
+		// not this mutant's proof.
 		return fmt.Sprintf("%-17s NOT CAUGHT by the %s check in %d schedules (%v); another check fired: %s%s",
 			m.Name, m.Check, schedules, took, other, note), false
 	case err == nil:
@@ -315,6 +312,51 @@ func run(root string, files []string, m mutant, budget time.Duration) (string, b
 	}
 	fmt.Println(tail)
 	return fmt.Sprintf("%-17s ERROR: the run failed without a violation (%v)", m.Name, err), false
+}
+
+// soakResult is what one soak run of a mutated copy showed.
+type soakResult struct {
+	schedules         int
+	caught            bool
+	seed, what, other string
+}
+
+// soak runs the soak of m's family in the mutated copy tmp for budget, from a fresh
+// seed, and reports the schedules it ran and the first violation of m's check (or of
+// another check, other), appending its output to log. The run stops at the first
+// schedule with a violation; err is the go test's result.
+func soak(tmp string, m mutant, budget time.Duration, log *bytes.Buffer) (soakResult, error) {
+	var r soakResult
+	out := filepath.Join(tmp, "nemesis-out")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", (budget + 5*time.Minute).String(), "-run", "^TestSoak$", "-v", ".")
+	cmd.Dir = filepath.Join(tmp, "nemesis")
+	cmd.Env = append(os.Environ(), "NEMESIS_FAMILY="+m.Family, "NEMESIS_DURATION="+budget.String(), "NEMESIS_OUT="+out, "NEMESIS_SEED=")
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return r, err
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait(); pw.Close() }()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		log.WriteString(l + "\n")
+		if seedLine.MatchString(l) {
+			r.schedules++
+			fmt.Println("  " + l)
+		}
+		if v := violationLine.FindStringSubmatch(l); v != nil && !r.caught {
+			fmt.Println("  " + l)
+			if strings.HasPrefix(v[3], m.Check+" on ") {
+				r.caught, r.seed, r.what = true, v[1], v[3]
+			} else if r.other == "" {
+				r.other = v[3]
+			}
+		}
+	}
+	return r, <-waited
 }
 
 func mustAtoi(s string) int {
