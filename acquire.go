@@ -133,7 +133,7 @@ func (c *Client) try(ctx context.Context, key string, ttl time.Duration, lead le
 	if lock != nil && c.isClosed() {
 		// Shutdown began while the attempt was out, and may have returned already:
 		// grant nothing after it.
-		c.cleanup(ctx, key, lock.owner, lock.token, lock.lastRound)
+		c.cleanup(ctx, key, lock.owner, lock.token, "", lock.lastRound)
 		lock, qe, err = nil, nil, fmt.Errorf("redlock: acquire %q: %w (the attempt won as the Client closed; released)", key, ErrClosed)
 	}
 	c.inFlight.Done()
@@ -298,7 +298,7 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 		}
 		split = !ok
 	}
-	c.cleanup(ctx, req.key, req.owner, req.token, r)
+	c.cleanup(ctx, req.key, req.owner, req.token, req.fair.waiterID(), r)
 	kind := ErrUnavailable
 	if ctxErr != nil || t.contended() {
 		kind = ErrNotAcquired
@@ -351,8 +351,9 @@ func (c *Client) proposal(ctx context.Context, key string, keys []string) (int64
 // waiter). It runs on a context the caller cannot cancel. It waits (at most the node
 // timeout) only for the nodes whose acquire call has returned already; releases queued
 // behind a silent node finish in the background (see Close), so a waiter is not held
-// up by a node that does not answer.
-func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round) {
+// up by a node that does not answer. With Options.Fair the release is fair_release.lua
+// (cleanupStep), which tells the head of the queue when it frees the key.
+func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, r *round) {
 	ctx = context.WithoutCancel(ctx)
 	ready := make([]bool, len(r.calls))
 	waiting := 0
@@ -374,7 +375,7 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round
 		// step would only wake every node's sender, and wait for a busy one's.
 		return
 	}
-	req := releaseStep(key, owner, token)
+	req := c.cleanupStep(key, owner, token, fairID)
 	req.after, req.mustLand, req.need = r, true, r.mayHold
 	cr := c.start(ctx, req)
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
@@ -388,6 +389,27 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token string, r *round
 			return
 		}
 	}
+}
+
+// cleanupStep is the release that undoes a failed attempt of token. With Options.Fair
+// it is fair_release.lua without a queue entry (the waiter, id, stays queued): where it
+// frees the key it tells the head of the queue, and hands it the key where the head
+// registered a token (fairNotify), as a Release does, unless the head is the waiter
+// itself (TestFairStaleReleaseTellsNobody: told by its own clean-up on the node where
+// another lock's key was missing, a head attempted again and again). With release.lua nobody was
+// told: when the attempts of several waiters split the nodes between them, every one
+// failed, their clean-ups freed the key on every node, and the head learned of it only
+// at its next renewal, RetryDelay later (10 ms at the start of BenchmarkClients' fair
+// hot key, where 8 waiters arrive at once; TestFairSplitCleanupTellsHead).
+func (c *Client) cleanupStep(key, owner, token, id string) stepRequest {
+	if !c.opts.Fair {
+		return releaseStep(key, owner, token)
+	}
+	args := []any{token, "", owner}
+	if id != "" {
+		args = append(args, id)
+	}
+	return stepRequest{step: stepFairRelease, keys: fairKeys(key), args: args}
 }
 
 func (c *Client) quorumError(op, key string, t tally, errs *multierror.Error, kind, ctxErr error) *QuorumError {

@@ -387,7 +387,7 @@ func (w *fairWaiter) attemptFair() (*Lock, error) {
 	w.ahead = fairAhead(t)
 	w.renewAt = c.opts.Clock.Now().Add(w.period())
 	if lock != nil && c.isClosed() {
-		c.cleanup(w.ctx, w.key, lock.owner, lock.token, lock.lastRound)
+		c.cleanup(w.ctx, w.key, lock.owner, lock.token, w.entry.id, lock.lastRound)
 		lock, qe = nil, nil
 	}
 	c.inFlight.Done()

@@ -20,6 +20,15 @@ type fairEntry struct {
 	use    string        // the token of the attempt being made: the registration before hand
 }
 
+// waiterID returns the entry's id: "" for TryAcquire's and for a Client without
+// Options.Fair (nil).
+func (e *fairEntry) waiterID() string {
+	if e == nil {
+		return ""
+	}
+	return e.id
+}
+
 // fairTry is the entry of every fair TryAcquire and of a fair Acquire's first attempt.
 var fairTry = &fairEntry{}
 

@@ -145,17 +145,19 @@ end
 -- Client for all its keys, which it subscribes to once. Only the head's Client hears
 -- it, not every waiting Client. Heads of earlier versions are told as they listen: an
 -- id "<client>/<waiter>" on redlock:fair:<client>:<key>, an id with neither on
--- redlock:released:<key> (msg alone). Returns the number of clients that received it
--- (0 with nobody queued, or a PUBLISH refused, say by an ACL without channel rights:
--- the announcement is best effort).
-local function fairNotify(key, queue, leases, msg)
+-- redlock:released:<key> (msg alone). A head whose id is skip (the waiter whose failed
+-- attempt this clean-up undoes) is neither told nor handed the key: it knows. Returns
+-- the number of clients that received it (0 with nobody queued or the head skipped, or
+-- a PUBLISH refused, say by an ACL without channel rights: the announcement is best
+-- effort).
+local function fairNotify(key, queue, leases, msg, skip)
   if redis.call('EXISTS', queue) == 0 then
     return 0 -- nobody queued (a lease that ended is pruned where a queue is)
   end
   local now = fairNow()
   fairPrune(queue, leases, now)
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
-  if not head then
+  if not head or head == skip then
     return 0
   end
   if KEYS[5] and redis.call('EXISTS', key) == 0 then

@@ -18,6 +18,10 @@
 --          only with the owner's last hold. A key of the owner that does not list the
 --          hold is left alone and answers 0 (nothing of ours), as
 --          reentrant_release.lua does
+-- ARGV[4]  optional: for the clean-up of a waiter's failed attempt (ARGV[1] its token,
+--          ARGV[2] ""), the waiter's id: when the key is freed and that waiter is the
+--          head, nobody is told (it knows its attempt failed; told, it would attempt
+--          again at once while another lock may hold the key on a majority)
 --
 -- Returns -1 when another token holds the key (left untouched) and no entry was taken
 -- out by a waiter leaving; 0 when nothing changed; otherwise it deleted the key holding
@@ -91,4 +95,4 @@ end
 if cur and not (wasHead and removed) then
   return 1
 end
-return 1 + fairNotify(key, queue, leases, msg)
+return 1 + fairNotify(key, queue, leases, msg, ARGV[4])
