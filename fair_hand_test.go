@@ -139,6 +139,20 @@ func TestFairHandScripts(t *testing.T) {
 	}
 }
 
+// TestFairRedrawRegisters: a draw whose reply was lost queued W with registration w1;
+// W draws again (registering w2, seq 2) and finds itself queued there. The hand must
+// name w2, the token W counts notices for: a draw that did not register left w1, and
+// the node's notice did not count towards W's majority.
+func TestFairRedrawRegisters(t *testing.T) {
+	h := newHandScripts(t)
+	h.hold("holder")
+	h.drawAs("c:w", "w1", 1, 5000)
+	h.drawAs("c:w", "w2", 2, 5000) // the retried draw
+	h.drawAs("c:w", "w1", 1, 5000) // a late copy of the first: w1 stays replaced
+	h.run(h.release, "holder", "")
+	h.wantKey("w2", "after the release the key is %q, want it handed to W with its latest registration w2")
+}
+
 // TestFairHandStaleAndLeave: a key handed to a waiter with a registration older than
 // the one before its attempt's (the attempt that would have replaced it did not reach
 // the node) is freed by its next attempt, and a waiter that leaves frees a key handed

@@ -13,7 +13,8 @@
 -- ARGV[2]  optional: the waiter's id; with it, ARGV[3] is its entry lease in ms
 -- KEYS[5], ARGV[4..6]  optional: the key's hand registrations (see fair_queue.lua) and
 --          the waiter's registration: TTL in ms, token and seq (fairRegister), made
---          when the draw queues the waiter (the nodes may then hand it the key)
+--          when the draw queues the waiter or finds it queued (the nodes may then
+--          hand it the key)
 --
 -- Draws v, a number above the counter and above every ticket queued here, and returns
 -- it. With a waiter id, the entries whose lease ended are dropped first; then, if
@@ -43,7 +44,15 @@ if not ARGV[2] or ARGV[2] == '' then
 end
 local now = fairNow()
 fairPrune(KEYS[2], KEYS[3], now)
+local function register()
+  if KEYS[5] and ARGV[6] then
+    fairRegister(KEYS[5], ARGV[2], ARGV[6], ARGV[4], ARGV[5], tonumber(ARGV[3]))
+  end
+end
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
+  -- Queued by an earlier draw whose reply was lost: this draw's registration replaces
+  -- that draw's (a later seq), so that a hand here names the waiter's latest token.
+  register()
   return v
 end
 local first = redis.call('ZCARD', KEYS[2]) == 0
@@ -59,9 +68,7 @@ end
 -- which polls at RetryDelay for a holder that dies unannounced (a waiter behind others
 -- renews only every third of a lease).
 fairEnqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[2], v, tonumber(ARGV[3]), now)
-if KEYS[5] and ARGV[6] then
-  fairRegister(KEYS[5], ARGV[2], ARGV[6], ARGV[4], ARGV[5], tonumber(ARGV[3]))
-end
+register()
 if first then
   return v
 end
