@@ -21,8 +21,10 @@ import (
 // FairLease are long, so such a wait shows as a burst that takes seconds; each burst
 // must end far sooner.
 func TestFairSplitCleanupTellsHead(t *testing.T) {
-	const clients, bursts = 6, 25
-	opts := redlock.Options{Fair: true, FairLease: 30 * time.Second,
+	const clients, bursts = 6, 40
+	// NodeTimeout is long so that a loaded box (-race) makes no draw fail: a waiter
+	// without a ticket draws again after RetryDelay, by design.
+	opts := redlock.Options{Fair: true, FairLease: 30 * time.Second, NodeTimeout: 500 * time.Millisecond,
 		RetryDelay: func(int) time.Duration { return 10 * time.Second }}
 	c := newCluster(t, 5, redistest.Options{}, opts)
 	cs := []*redlock.Client{c.client}
@@ -48,7 +50,14 @@ func TestFairSplitCleanupTellsHead(t *testing.T) {
 		}
 		begin := time.Now()
 		close(start)
+		dump := time.AfterFunc(1500*time.Millisecond, func() { // what the nodes hold while the burst is stuck
+			q, _, _ := redlock.FairKeys(key)
+			for i, a := range c.admin {
+				t.Logf("node %d: key %q pttl %v queue %v hands %v", i, a.Get(context.Background(), key).Val(), a.PTTL(context.Background(), key).Val(), a.ZRangeWithScores(context.Background(), q, 0, -1).Val(), a.HGetAll(context.Background(), redlock.HandKey(key)).Val())
+			}
+		})
 		wg.Wait()
+		dump.Stop()
 		cancel()
 		close(errs)
 		for err := range errs {
