@@ -80,7 +80,7 @@ var mutants = []mutant{{
 	Family: "cleanup",
 	Check:  "availability",
 	Edits: []edit{{File: "acquire.go",
-		Old: "\tc.cleanup(ctx, req.key, req.owner, req.token, r)\n\tkind := ErrUnavailable",
+		Old: "\tc.cleanup(ctx, req.key, req.owner, req.token, req.fair.waiterID(), r)\n\tkind := ErrUnavailable",
 		New: "\tkind := ErrUnavailable"}},
 }, {
 	Name:   "extend-recreates",
