@@ -21,11 +21,19 @@ import (
 // FairLease are long, so such a wait shows as a burst that takes seconds; each burst
 // must end far sooner.
 func TestFairSplitCleanupTellsHead(t *testing.T) {
+	// Owners and fenced waiters register no hand token: they are told, not handed.
+	for _, mode := range []string{"plain", "owner", "fenced"} {
+		t.Run(mode, func(t *testing.T) { splitBursts(t, mode) })
+	}
+}
+
+func splitBursts(t *testing.T, mode string) {
 	const clients, bursts = 6, 40
-	// NodeTimeout is long so that a loaded box (-race) makes no draw fail: a waiter
-	// without a ticket draws again after RetryDelay, by design.
+	// NodeTimeout is long so that a loaded box (-race) makes no call fail: a waiter
+	// whose draw or attempt failed without contention tries again after RetryDelay,
+	// by design (a failed attempt's clean-up does not tell its own waiter).
 	opts := redlock.Options{Fair: true, FairLease: 30 * time.Second, NodeTimeout: 500 * time.Millisecond,
-		RetryDelay: func(int) time.Duration { return 10 * time.Second }}
+		Fencing: mode == "fenced", RetryDelay: func(int) time.Duration { return 10 * time.Second }}
 	c := newCluster(t, 5, redistest.Options{}, opts)
 	cs := []*redlock.Client{c.client}
 	for range clients - 1 {
@@ -37,10 +45,14 @@ func TestFairSplitCleanupTellsHead(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, clients)
 		start := make(chan struct{})
-		for _, cl := range cs {
+		for i, cl := range cs {
 			wg.Go(func() {
 				<-start
-				lock, err := cl.Acquire(ctx, key, 10*time.Second)
+				actx := ctx
+				if mode == "owner" {
+					actx = redlock.WithOwner(ctx, fmt.Sprintf("owner-%d", i))
+				}
+				lock, err := cl.Acquire(actx, key, 10*time.Second)
 				if err != nil {
 					errs <- err
 					return

@@ -153,6 +153,37 @@ func TestFairRedrawRegisters(t *testing.T) {
 	h.wantKey("w2", "after the release the key is %q, want it handed to W with its latest registration w2")
 }
 
+// TestFairRescoreTellsNewHead: X is the head of a free key by the number this node drew
+// for it, W behind it with a registration; X's attempt brings its ticket, which puts it
+// behind W. No release is coming, so the attempt itself must tell W, and hand it the
+// key; a late copy of that attempt changes nothing.
+func TestFairRescoreTellsNewHead(t *testing.T) {
+	h := newHandScripts(t)
+	sub := h.admin.Subscribe(h.t.Context(), "redlock:fair:c")
+	defer sub.Close()
+	if _, err := sub.Receive(h.t.Context()); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	h.hold("holder")
+	h.run(h.draw, 2*h.lease, "c:x", h.lease) // X queued first, without a registration
+	h.drawAs("c:w", "w1", 1, 5000)           // W behind it (score 2), registering w1
+	h.run(h.release, "holder", "")           // X is told; nothing to hand it
+	if m, err := sub.ReceiveMessage(h.t.Context()); err != nil || m.Payload != "holder c:x" {
+		t.Fatalf("the release's notice: %v, %v; want \"holder c:x\"", m, err)
+	}
+	// X's attempt with its ticket 5: behind W now, on a free key.
+	if got := h.attempt("c:x", "x0", 5, "x1", 2, 5000); got >= 0 {
+		t.Fatalf("X's attempt behind W answered %d, want a place behind", got)
+	}
+	h.wantKey("w1", "after X moved behind W the key is %q, want it handed to W with w1")
+	if m, err := sub.ReceiveMessage(h.t.Context()); err != nil || m.Payload != "=w1 5000 c:w" {
+		t.Fatalf("the notice to W: %v, %v; want \"=w1 5000 c:w\"", m, err)
+	}
+	// A late copy of X's attempt: X is not the head, so nobody is told again.
+	h.attempt("c:x", "x0", 5, "x1", 2, 5000)
+	h.wantKey("w1", "a late copy of X's attempt changed the key to %q")
+}
+
 // TestFairHandStaleAndLeave: a key handed to a waiter with a registration older than
 // the one before its attempt's (the attempt that would have replaced it did not reach
 // the node) is freed by its next attempt, and a waiter that leaves frees a key handed

@@ -40,7 +40,7 @@
 -- owner's copy can list a hold that is over on the owner's key, which then lives
 -- until its TTL, as reentrant_acquire.lua's can.
 
--- fairQueue and BEHIND come from fair_queue.lua, ownerAdd from fair_owner.lua, both
+-- fairQueueTold and BEHIND come from fair_queue.lua, ownerAdd from fair_owner.lua, both
 -- put in front of this file.
 local key, id, head = KEYS[1], ARGV[3], ARGV[6] or ''
 if head ~= '' and ownerAdd(key, head, ARGV[1], ARGV[2]) then
@@ -85,7 +85,7 @@ local function notFreed(reply)
   end
   return reply
 end
-local early = fairQueue(KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
+local early = fairQueueTold(key, KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
 if early then
   register()
   return notFreed(early)

@@ -35,9 +35,10 @@
 -- reached can set a key with a dead token there, for at most its TTL.
 local MAX = '9223372036854775807' -- 2^63 − 1: the largest token (Redis integers)
 
--- less(a, b) and canonical(v, max) come from decimal.lua, fairQueue and BEHIND from
--- fair_queue.lua, both put in front of this file.
+-- less(a, b) and canonical(v, max) come from decimal.lua, fairQueueTold, BEHIND and
+-- HANDS from fair_queue.lua, both put in front of this file.
 
+HANDS = nil -- KEYS[5..] are the fencing counters here: no hand-over (fair_queue.lua)
 local key, id, t = KEYS[1], ARGV[3], ARGV[6]
 if not canonical(t, MAX) or t == '0' then
   error('fencing token "' .. string.sub(t, 1, 40) .. '" is not a decimal integer from 1 to ' .. MAX)
@@ -54,7 +55,7 @@ for i = 5, #KEYS do
     c = v
   end
 end
-local early = fairQueue(KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
+local early = fairQueueTold(key, KEYS[2], KEYS[3], KEYS[4], id, ARGV[4], tonumber(ARGV[5]))
 if early then
   return early
 end

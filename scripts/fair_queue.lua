@@ -8,6 +8,9 @@ if redis.replicate_commands then
   redis.replicate_commands() -- Redis < 5: TIME below, then writes
 end
 local BEHIND = 1099511627776 -- 2^40: a waiter's reply is −(BEHIND − entries ahead)
+-- The key's hand registrations (below), or nil in a script whose KEYS[5] is something
+-- else (fair_fenced_acquire.lua sets it to nil: its KEYS[5..] are fencing counters).
+local HANDS = KEYS[5]
 
 -- fairPrune drops the entries whose lease ended at now (ms, this node's clock) from
 -- the queue and the leases, at most 100 per call.
@@ -160,8 +163,8 @@ local function fairNotify(key, queue, leases, msg, skip)
   if not head or head == skip then
     return 0
   end
-  if KEYS[5] and redis.call('EXISTS', key) == 0 then
-    local token, px = fairHand(KEYS[5], key, leases, head, now)
+  if HANDS and redis.call('EXISTS', key) == 0 then
+    local token, px = fairHand(HANDS, key, leases, head, now)
     if token then
       msg = '=' .. token .. ' ' .. px
     end
@@ -185,4 +188,23 @@ local function fairNotify(key, queue, leases, msg, skip)
     return 0
   end
   return heard
+end
+
+-- fairQueueTold is fairQueue for an attempt, which also tells the new head of the queue
+-- when the attempt's ticket moved the caller (id) from the head to behind another
+-- waiter while the key is free (the ticket replaces the number this node drew for
+-- it): no release is coming to tell that waiter, and the caller's own failed attempt
+-- does not tell it either (its clean-up tells nobody when the caller is its head). The
+-- notice is the one a waiter that leaves sends, with the caller's id as its token
+-- (fairNotify, which also hands the key over where the head registered a token).
+-- Found when waiters of 6 Clients came at once (TestFairSplitCleanupTellsHead): the
+-- head, behind an entry on 3 nodes and refused there, waited for RetryDelay after that
+-- entry's attempt moved it back.
+local function fairQueueTold(key, queue, leases, counter, id, ticket, lease)
+  local wasHead = id ~= '' and redis.call('ZRANGE', queue, 0, 0)[1] == id
+  local early = fairQueue(queue, leases, counter, id, ticket, lease)
+  if early and wasHead and redis.call('EXISTS', key) == 0 then
+    fairNotify(key, queue, leases, id)
+  end
+  return early
 end

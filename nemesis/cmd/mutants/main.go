@@ -181,8 +181,8 @@ var mutants = []mutant{{
 	Family: "fair",
 	Check:  "lease mutex",
 	Edits: []edit{{File: "scripts/fair_queue.lua",
-		Old: "  if KEYS[5] and redis.call('EXISTS', key) == 0 then\n",
-		New: "  if KEYS[5] then\n"}, {File: "scripts/fair_queue.lua",
+		Old: "  if HANDS and redis.call('EXISTS', key) == 0 then\n",
+		New: "  if HANDS then\n"}, {File: "scripts/fair_queue.lua",
 		Old: "redis.call('SET', key, token, 'NX', 'PX', px)",
 		New: "redis.call('SET', key, token, 'PX', px)"}},
 }}
