@@ -184,6 +184,24 @@ func TestFairRescoreTellsNewHead(t *testing.T) {
 	h.wantKey("w1", "a late copy of X's attempt changed the key to %q")
 }
 
+// TestFairRescoreAfterPruneTellsNewHead: D, the head, has a lease that ended; X is next
+// by the number this node drew for it, W behind X with a registration; the key is
+// free. X's attempt prunes D and brings X's ticket, which puts X behind W: W, now the
+// head of a free key, must be handed it, although X was not the head before the prune.
+func TestFairRescoreAfterPruneTellsNewHead(t *testing.T) {
+	h := newHandScripts(t)
+	h.hold("holder")
+	h.run(h.draw, 2*h.lease, "c:d", 200)     // D first in line, with a 200 ms lease
+	h.run(h.draw, 2*h.lease, "c:x", h.lease) // X behind it, without a registration
+	h.drawAs("c:w", "w1", 1, 5000)           // W behind X, registering w1
+	h.run(h.release, "holder", "")           // D is told; the key is free
+	time.Sleep(300 * time.Millisecond)       // D dies: its lease ends
+	if got := h.attempt("c:x", "x0", 5, "x1", 2, 5000); got >= 0 {
+		t.Fatalf("X's attempt behind W answered %d, want a place behind", got)
+	}
+	h.wantKey("w1", "after X moved behind W (D pruned) the key is %q, want it handed to W with w1")
+}
+
 // TestFairHandStaleAndLeave: a key handed to a waiter with a registration older than
 // the one before its attempt's (the attempt that would have replaced it did not reach
 // the node) is freed by its next attempt, and a waiter that leaves frees a key handed

@@ -191,9 +191,11 @@ local function fairNotify(key, queue, leases, msg, skip)
 end
 
 -- fairQueueTold is fairQueue for an attempt, which also tells the new head of the queue
--- when the attempt's ticket moved the caller (id) from the head to behind another
--- waiter while the key is free (the ticket replaces the number this node drew for
--- it): no release is coming to tell that waiter, and the caller's own failed attempt
+-- when the attempt changed who the head is while the caller stays behind and the key
+-- is free: its ticket moved it from the head, or from before another waiter, to
+-- behind (the ticket replaces the number this node drew for it), or the prune took a
+-- dead head out (TestFairRescoreAfterPruneTellsNewHead, found in review). No release
+-- is coming to tell that waiter, and the caller's own failed attempt
 -- does not tell it either (its clean-up tells nobody when the caller is its head). The
 -- notice is the one a waiter that leaves sends, with the caller's id as its token
 -- (fairNotify, which also hands the key over where the head registered a token).
@@ -201,9 +203,10 @@ end
 -- head, behind an entry on 3 nodes and refused there, waited for RetryDelay after that
 -- entry's attempt moved it back.
 local function fairQueueTold(key, queue, leases, counter, id, ticket, lease)
-  local wasHead = id ~= '' and redis.call('ZRANGE', queue, 0, 0)[1] == id
+  local before = id ~= '' and redis.call('ZRANGE', queue, 0, 0)[1]
   local early = fairQueue(queue, leases, counter, id, ticket, lease)
-  if early and wasHead and redis.call('EXISTS', key) == 0 then
+  if early and before and redis.call('ZRANGE', queue, 0, 0)[1] ~= before
+    and redis.call('EXISTS', key) == 0 then
     fairNotify(key, queue, leases, id)
   end
   return early
