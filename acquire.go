@@ -394,13 +394,10 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, 
 // cleanupStep is the release that undoes a failed attempt of token. With Options.Fair
 // it is fair_release.lua without a queue entry (the waiter, id, stays queued): where it
 // frees the key it tells the head of the queue, and hands it the key where the head
-// registered a token (fairNotify), as a Release does, unless the head is the waiter
-// itself (TestFairStaleReleaseTellsNobody: told by its own clean-up on the node where
-// another lock's key was missing, a head attempted again and again). With release.lua nobody was
-// told: when the attempts of several waiters split the nodes between them, every one
-// failed, their clean-ups freed the key on every node, and the head learned of it only
-// at its next renewal, RetryDelay later (10 ms at the start of BenchmarkClients' fair
-// hot key, where 8 waiters arrive at once; TestFairSplitCleanupTellsHead).
+// registered a token, as a Release does (release.lua told nobody: after split
+// attempts the head waited for RetryDelay, TestFairSplitCleanupTellsHead). A head
+// that is the waiter itself is not told: told on the node where another lock's key
+// was missing, it attempted again and again (TestFairStaleReleaseTellsNobody).
 func (c *Client) cleanupStep(key, owner, token, id string) stepRequest {
 	if !c.opts.Fair {
 		return releaseStep(key, owner, token)

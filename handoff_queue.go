@@ -43,13 +43,6 @@ type keyQueue struct {
 	handed map[string]map[string]map[int]time.Duration
 }
 
-// handedNodes reports how many nodes handed the key to the fair waiter id with token.
-func (t *ticket) handedNodes(id, token string) int {
-	t.q.mu.Lock()
-	defer t.q.mu.Unlock()
-	return len(t.kq.handed[id][token])
-}
-
 // handedPX returns the shortest TTL with which the nodes handed the key to the fair
 // waiter id with token, once at least quorum nodes did, and 0 before that.
 func (t *ticket) handedPX(id, token string, quorum int) time.Duration {

@@ -367,3 +367,10 @@ func TestHandNoticesCountNodes(t *testing.T) {
 		t.Fatalf("a waiter that left keeps %d nodes' hand notices", n)
 	}
 }
+
+// handedNodes reports how many nodes handed the key to the fair waiter id with token.
+func (t *ticket) handedNodes(id, token string) int {
+	t.q.mu.Lock()
+	defer t.q.mu.Unlock()
+	return len(t.kq.handed[id][token])
+}

@@ -46,13 +46,13 @@ local key, id, head = KEYS[1], ARGV[3], ARGV[6] or ''
 if head ~= '' and ownerAdd(key, head, ARGV[1], ARGV[2]) then
   return 1
 end
-local hands = id ~= '' and head == '' and KEYS[5] and ARGV[9]
+local hands = id ~= '' and head == '' and HANDS and ARGV[9]
 local freed = nil -- the token of a stale hand this attempt deleted
 -- register records the waiter's hand registration (fair_queue.lua) when it did not get
 -- the key.
 local function register()
   if hands then
-    fairRegister(KEYS[5], id, ARGV[9], ARGV[7], ARGV[8], tonumber(ARGV[5]))
+    fairRegister(HANDS, id, ARGV[9], ARGV[7], ARGV[8], tonumber(ARGV[5]))
   end
 end
 if hands then
@@ -62,10 +62,10 @@ if hands then
     if redis.call('PTTL', key) < tonumber(ARGV[2]) then
       redis.call('PEXPIRE', key, ARGV[2])
     end
-    redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', HANDS, id)
     return 1
   end
-  local seq, token = fairHanded(KEYS[5], id)
+  local seq, token = fairHanded(HANDS, id)
   if seq and seq < tonumber(ARGV[9]) - 1 then
     -- Handed to the waiter with a registration older than this attempt's token: the
     -- waiter did not take it (a majority never named it with that token) and has no
@@ -74,7 +74,7 @@ if hands then
       redis.call('DEL', key)
       freed = token
     end
-    redis.call('HDEL', KEYS[5], '@' .. id)
+    redis.call('HDEL', HANDS, '@' .. id)
   end
 end
 -- notFreed tells the head of the queue that the key is free (fairNotify), when this
@@ -96,7 +96,7 @@ if head ~= '' then
 end
 if redis.call('SET', key, value, 'NX', 'PX', ARGV[2]) then
   if hands then
-    redis.call('HDEL', KEYS[5], id) -- the lock holds the key: no hand for this waiter
+    redis.call('HDEL', HANDS, id) -- the lock holds the key: no hand for this waiter
   end
   return 1
 end

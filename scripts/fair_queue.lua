@@ -75,9 +75,9 @@ local function fairQueue(queue, leases, counter, id, ticket, lease)
   return fairEnqueue(queue, leases, counter, id, ticket, lease, now)
 end
 
--- The hand registrations of a fair key (KEYS[5] of fair_ticket.lua, fair_acquire.lua
--- and fair_release.lua; absent for fenced and owner waiters and for Clients of earlier
--- versions): a hash in the key's slot, field <waiter id> = "<seq> <px> <token>", the
+-- The hand registrations of a fair key (HANDS: KEYS[5] of fair_ticket.lua,
+-- fair_acquire.lua and fair_release.lua, absent for Clients of earlier versions; only
+-- waiters without owner or fencing register): a hash in the key's slot, field <waiter id> = "<seq> <px> <token>", the
 -- token with which the waiter's latest call asks to be handed the key when it is the
 -- head of the queue and the key is free, the key's TTL for that (px ms) and the call's
 -- sequence number, and field "@<waiter id>" = "<seq> <token>", the registration with
@@ -191,17 +191,14 @@ local function fairNotify(key, queue, leases, msg, skip)
 end
 
 -- fairQueueTold is fairQueue for an attempt, which also tells the new head of the queue
--- when the attempt changed who the head is while the caller stays behind and the key
--- is free: its ticket moved it from the head, or from before another waiter, to
--- behind (the ticket replaces the number this node drew for it), or the prune took a
--- dead head out (TestFairRescoreAfterPruneTellsNewHead, found in review). No release
--- is coming to tell that waiter, and the caller's own failed attempt
--- does not tell it either (its clean-up tells nobody when the caller is its head). The
--- notice is the one a waiter that leaves sends, with the caller's id as its token
--- (fairNotify, which also hands the key over where the head registered a token).
--- Found when waiters of 6 Clients came at once (TestFairSplitCleanupTellsHead): the
--- head, behind an entry on 3 nodes and refused there, waited for RetryDelay after that
--- entry's attempt moved it back.
+-- (fairNotify, the notice of a waiter that leaves, with the caller's id as its token;
+-- it hands the key where the head registered a token) when the attempt changed who
+-- the head is while the caller stays behind and the key is free: its ticket, which
+-- replaces the number this node drew for it, moved it behind another waiter, or the
+-- prune took a dead head out. No release is coming to tell that waiter, and the
+-- caller's failed attempt does not (TestFairRescoreTellsNewHead,
+-- TestFairRescoreAfterPruneTellsNewHead; in TestFairSplitCleanupTellsHead a head
+-- refused on 3 nodes behind such an entry waited for RetryDelay).
 local function fairQueueTold(key, queue, leases, counter, id, ticket, lease)
   local before = id ~= '' and redis.call('ZRANGE', queue, 0, 0)[1]
   local early = fairQueue(queue, leases, counter, id, ticket, lease)

@@ -43,11 +43,11 @@ if id ~= '' then
   redis.call('ZREM', leases, id)
 end
 local cur = redis.call('GET', key)
-if id ~= '' and KEYS[5] then
+if id ~= '' and HANDS then
   -- The waiter's hand registrations go. A waiter that leaves frees a key handed to it
   -- (it never took it: it leaves without a lock), so the next head is told.
-  local _, handed = fairHanded(KEYS[5], id)
-  redis.call('HDEL', KEYS[5], id, '@' .. id)
+  local _, handed = fairHanded(HANDS, id)
+  redis.call('HDEL', HANDS, id, '@' .. id)
   if head == '' and handed and cur == handed and cur ~= token then
     -- Handed to the waiter with a registration it did not take the lock with: its
     -- attempt won with an earlier token elsewhere, or it leaves without a lock.

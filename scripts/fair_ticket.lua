@@ -45,8 +45,8 @@ end
 local now = fairNow()
 fairPrune(KEYS[2], KEYS[3], now)
 local function register()
-  if KEYS[5] and ARGV[6] then
-    fairRegister(KEYS[5], ARGV[2], ARGV[6], ARGV[4], ARGV[5], tonumber(ARGV[3]))
+  if HANDS and ARGV[6] then
+    fairRegister(HANDS, ARGV[2], ARGV[6], ARGV[4], ARGV[5], tonumber(ARGV[3]))
   end
 end
 if redis.call('ZSCORE', KEYS[2], ARGV[2]) then
