@@ -1,6 +1,9 @@
 package redlock
 
-import "strings"
+import (
+	"strings"
+	"sync/atomic"
+)
 
 // The names of a fair key's companion keys on the nodes (docs/design.md, "Fair locks
 // across processes").
@@ -20,11 +23,31 @@ func FairKeys(key string) (queue, leases, counter string) {
 }
 
 // fairKeys returns the KEYS of every fair step: the lock key, then FairKeys, then the
-// hand registrations.
+// hand registrations. The slice may be shared: callers must not modify it (a caller
+// that adds KEYS appends to a clipped copy, as Client.start does).
 func fairKeys(key string) []string {
+	entry := &recentFairKeys[hashSlot(key)%uint16(len(recentFairKeys))]
+	if last := entry.Load(); last != nil && last.key == key {
+		return last.keys
+	}
 	q, l, n := FairKeys(key)
-	return []string{key, q, l, n, slotName(key, "fairh")}
+	keys := []string{key, q, l, n, slotName(key, "fairh")}
+	entry.Store(&fairKeySet{key: key, keys: keys})
+	return keys
 }
+
+// fairKeySet is fairKeys's answer for one key.
+type fairKeySet struct {
+	key  string
+	keys []string
+}
+
+// recentFairKeys remembers fairKeys's recent answers, one per entry, chosen by the
+// key's hash slot: a hot key's waiters, draws and releases ask for the same names again
+// and again, and making them was a tenth of a fair grant's allocations
+// (docs/performance.md). A fixed number of entries, so memory stays flat however many
+// keys a process locks.
+var recentFairKeys [16]atomic.Pointer[fairKeySet]
 
 // slotName names a companion key of kind for key in key's hash slot (see FairKeys).
 func slotName(key, kind string) string {

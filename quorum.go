@@ -298,10 +298,10 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 	lead := c.leadFor(r, req)
 	var leadCall *nodeCall
 	var withCounter [2][]string // a fenced step's KEYS for plain and Cluster nodes, made once
+	var vectors [2][]any        // EVALSHA's arguments with those KEYS (one kind without fencing)
 	for i := range c.nodes {
-		nodeKeys := keys
+		nodeKeys, kind := keys, 0
 		if st.fencing {
-			kind := 0
 			if c.nodes[i].cluster {
 				kind = 1
 			}
@@ -310,8 +310,11 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 			}
 			nodeKeys = withCounter[kind]
 		}
+		if vectors[kind] == nil {
+			vectors[kind] = evalShaArgs(st.script, nodeKeys, req.args)
+		}
 		call := callPool.Get().(*nodeCall)
-		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: req.args, need: req.need, mustLand: req.mustLand}
+		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: req.args, vector: vectors[kind], need: req.need, mustLand: req.mustLand}
 		switch {
 		case lead < 0:
 			c.nodes[i].s.enqueue(call, after)

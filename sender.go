@@ -61,12 +61,15 @@ const senderIdle = 10 * time.Second
 
 // nodeCall is one step's call to one node, from enqueue to delivery.
 type nodeCall struct {
-	r      *round
-	i      int // the node's index in the round
-	ctx    context.Context
-	st     step
-	keys   []string
-	args   []any
+	r    *round
+	i    int // the node's index in the round
+	ctx  context.Context
+	st   step
+	keys []string
+	args []any
+	// vector: the whole EVALSHA command (evalShaArgs), made once per step and read by
+	// the calls of all its nodes.
+	vector []any
 	need   func(i int) bool
 	parked bool      // it waited for an earlier call to this node (roundCall.next)
 	next   *nodeCall // the next call parked behind the same earlier call
@@ -389,7 +392,11 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	rdb := s.nd.rdb
 	if len(batch) == 1 {
 		c := batch[0]
-		c.out, c.v, c.err = judge(c.st, c.st.script.Run(ctx, rdb, c.keys, c.args...))
+		cmd := c.evalSha(ctx, rdb)
+		if noScript(cmd) { // as redis.Script.Run does
+			cmd = c.st.script.Eval(ctx, rdb, c.keys, c.args...)
+		}
+		c.out, c.v, c.err = judge(c.st, cmd)
 		return
 	}
 	pipe := rdb.Pipeline()
@@ -405,17 +412,53 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 			loaded = append(loaded, c.st.script)
 			continue
 		}
-		cmds = append(cmds, pipe.EvalSha(ctx, c.st.script.Hash(), c.keys, c.args...))
+		cmds = append(cmds, c.evalSha(ctx, pipe))
 	}
 	defer func() { clear(cmds); s.cmds = cmds }()
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for i, c := range batch {
 		cmd := cmds[i]
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd) {
 			cmd = c.st.script.Eval(ctx, rdb, c.keys, c.args...)
 		}
 		c.out, c.v, c.err = judge(c.st, cmd)
 	}
+}
+
+// evalSha sends the call's script as EVALSHA to p (a node's client or pipeline) with
+// the step's shared argument vector: what redis.Script.EvalSha sends, without boxing
+// every key and argument again for every node.
+func (c *nodeCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, c.vector...)
+	if len(c.keys) > 0 {
+		cmd.SetFirstKeyPos(3) // for a Cluster client, as go-redis's own EvalSha does
+	}
+	_ = p.Process(ctx, cmd) // the reply and its error are in cmd
+	return cmd
+}
+
+// noScript reports whether the node did not know the command's script. It asks
+// redis.HasErrorPrefix only about an error: that call allocates, even for none.
+func noScript(cmd *redis.Cmd) bool {
+	err := cmd.Err()
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// processor sends one command: a node's client, or a pipeline that sends it later.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// evalShaArgs returns the EVALSHA command of script with keys and args: the name, the
+// script's hash, the number of keys, the keys, the arguments (each flat: a string or a
+// number, as every step's arguments are).
+func evalShaArgs(script *redis.Script, keys []string, args []any) []any {
+	v := make([]any, 0, 3+len(keys)+len(args))
+	v = append(v, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		v = append(v, k)
+	}
+	return append(v, args...)
 }
 
 // judge turns a script's reply into the step's outcome.
