@@ -13,10 +13,13 @@ import (
 )
 
 // hotCost is what a multi-Client hot run costs: the CPU of this process (the K
-// Clients) and of the nodes, and the script calls (EVAL and EVALSHA) the nodes ran.
+// Clients) and of the nodes, and the script calls (EVAL and EVALSHA) the nodes ran
+// with the time the nodes spent running them (INFO commandstats usec: the scripts
+// alone, without reading, parsing and answering the commands).
 type hotCost struct {
 	client, server time.Duration
 	scripts        int
+	scriptTime     time.Duration
 	ok             bool
 }
 
@@ -24,8 +27,8 @@ type hotCost struct {
 func measureCost(ns []*redlocktest.Process) hotCost {
 	client, ok := processCPU()
 	server, err := serverCPU(ns)
-	scripts, serr := scriptCallsOn(ns)
-	return hotCost{client: client, server: server, scripts: scripts, ok: ok && err == nil && serr == nil}
+	scripts, scriptTime, serr := scriptCallsOn(ns)
+	return hotCost{client: client, server: server, scripts: scripts, scriptTime: scriptTime, ok: ok && err == nil && serr == nil}
 }
 
 // reportCost reports the costs between readings from and to per grant.
@@ -37,29 +40,30 @@ func reportCost(b *testing.B, from, to hotCost, grants int) {
 	b.ReportMetric(float64((to.client-from.client).Microseconds())/g, "client-cpu-us/grant")
 	b.ReportMetric(float64((to.server-from.server).Microseconds())/g, "server-cpu-us/grant")
 	b.ReportMetric(float64(to.scripts-from.scripts)/g, "scripts/grant")
+	b.ReportMetric(float64((to.scriptTime-from.scriptTime).Microseconds())/g, "script-us/grant")
 }
 
 // scriptCallsOn sums the calls of EVAL and EVALSHA that INFO commandstats counts on
-// the nodes (successful or not).
-func scriptCallsOn(ns []*redlocktest.Process) (int, error) {
-	total := 0
+// the nodes (successful or not), and the time the nodes spent in them.
+func scriptCallsOn(ns []*redlocktest.Process) (int, time.Duration, error) {
+	total, usecs := 0, 0
 	for _, n := range ns {
 		rdb := redis.NewClient(&redis.Options{Addr: n.Addr()})
 		stats, err := rdb.Info(context.Background(), "commandstats").Result()
 		_ = rdb.Close()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, line := range strings.Split(stats, "\n") {
 			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 			if !ok || (name != "cmdstat_eval" && name != "cmdstat_evalsha") {
 				continue
 			}
-			var calls int
-			if _, err := fmt.Sscanf(rest, "calls=%d", &calls); err == nil {
-				total += calls
+			var calls, usec int
+			if _, err := fmt.Sscanf(rest, "calls=%d,usec=%d", &calls, &usec); err == nil {
+				total, usecs = total+calls, usecs+usec
 			}
 		}
 	}
-	return total, nil
+	return total, time.Duration(usecs) * time.Microsecond, nil
 }

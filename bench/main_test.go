@@ -56,6 +56,8 @@ var units = []string{
 	"Unit client-cpu-us/grant better=lower",
 	"Unit server-cpu-us/grant better=lower",
 	"Unit scripts/grant better=lower",
+	"Unit script-us/grant better=lower",
+	"Unit overtakes-% better=lower",
 }
 
 func TestMain(m *testing.M) {
