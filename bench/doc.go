@@ -11,6 +11,8 @@
 //
 // Sub-benchmarks are named Workload/lib=NAME/G=GOROUTINES/N=NODES so benchstat can
 // compare the libraries (benchstat -col /lib bench.txt); the multi-Client workloads,
-// K independent Clients with one worker each, Clients/WORKLOAD/lib=NAME/K=K/N=NODES. See docs/performance.md in
-// the repository root for the workloads, their metrics and the figures.
+// K independent Clients with one worker each, Clients/WORKLOAD/lib=NAME/K=K/N=NODES,
+// and the same hot key with one operating-system process per Client,
+// Processes/hot/lib=NAME/K=K/N=NODES. See docs/performance.md in the repository root
+// for the workloads, their metrics and the figures.
 package bench
