@@ -68,7 +68,7 @@ type nodeCall struct {
 	keys []string
 	args []any
 	// vector: the whole EVALSHA command (evalShaArgs), made once per step and read by
-	// the calls of all its nodes.
+	// the calls of all its nodes (each sends a copy: evalSha).
 	vector []any
 	need   func(i int) bool
 	parked bool      // it waited for an earlier call to this node (roundCall.next)
@@ -425,11 +425,13 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	}
 }
 
-// evalSha sends the call's script as EVALSHA to p (a node's client or pipeline) with
-// the step's shared argument vector: what redis.Script.EvalSha sends, without boxing
-// every key and argument again for every node.
+// evalSha sends the call's script as EVALSHA to p (a node's client or pipeline): what
+// redis.Script.EvalSha sends, from the step's argument vector without boxing every key
+// and argument again for every node. Each call sends a copy of the vector: a hook of
+// the caller's node client may rewrite a command's arguments in place (a key prefix,
+// say), and must not rewrite the other nodes' (TestHookRewritesOneNodesArgs).
 func (c *nodeCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, c.vector...)
+	cmd := redis.NewCmd(ctx, slices.Clone(c.vector)...)
 	if len(c.keys) > 0 {
 		cmd.SetFirstKeyPos(3) // for a Cluster client, as go-redis's own EvalSha does
 	}
