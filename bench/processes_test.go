@@ -165,7 +165,7 @@ type procRun struct {
 }
 
 // runProcesses runs the hot key of l with k worker processes on addrs for d, after a
-// warm-up, and merges their records. cost, when not nil, is called at the start and
+// warm-up, and merges their records. at, when not nil, is called at the start and
 // at the end of the measured window (the nodes' CPU is read there).
 func runProcesses(tb testing.TB, l lib, addrs []string, k int, d time.Duration, at func()) procRun {
 	tb.Helper()
