@@ -3,6 +3,7 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,52 @@ func TestHookRewritesOneNodesArgs(t *testing.T) {
 		}
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// countingClient is a caller's wrapper of a go-redis client that overrides EvalSha, as
+// one that counts or traces its calls may.
+type countingClient struct {
+	*redis.Client
+	evalShas atomic.Int64
+}
+
+func (c *countingClient) EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd {
+	c.evalShas.Add(1)
+	return c.Client.EvalSha(ctx, sha1, keys, args...)
+}
+
+// TestWrapperEvalShaStillCalled: a node given as a caller's type that wraps a go-redis
+// client and overrides EvalSha gets its scripts through that EvalSha, as before the
+// step's argument vector was built once (0ecc6e3 sent every command through Process,
+// which bypassed such an override).
+func TestWrapperEvalShaStillCalled(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	var wrapped []*countingClient
+	var nodes []redis.UniversalClient
+	for _, n := range redistest.Clients(servers) {
+		w := &countingClient{Client: n.(*redis.Client)}
+		wrapped = append(wrapped, w)
+		nodes = append(nodes, w)
+	}
+	c, err := redlock.New(nodes, redlock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	l, err := c.TryAcquire(ctx, "wrapped", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitForCalls()
+	for i, w := range wrapped {
+		if n := w.evalShas.Load(); n < 2 {
+			t.Errorf("node %d: the wrapper's EvalSha ran %d times for an acquire and a release; want 2", i, n)
 		}
 	}
 }

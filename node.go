@@ -126,6 +126,20 @@ type node struct {
 	s       *sender // queues and sends the calls to this node (sender.go)
 	cluster bool    // rdb is a Redis Cluster client: a fencing counter needs KEY's slot
 	hash    uint64  // FNV-1a of name: its rank for a key's lead (Client.lead)
+	// own: rdb is one of go-redis's own clients, whose EvalSha sends what Process sends
+	// for the same command (nodeCall.evalSha); a caller's wrapper type may override
+	// EvalSha (to count or trace calls) and then gets its scripts through EvalSha.
+	own bool
+}
+
+// ownClient reports whether rdb is one of go-redis's client types, not a caller's type
+// that wraps one (and may override its methods).
+func ownClient(rdb redis.UniversalClient) bool {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
 }
 
 // nodeName returns a printable name for a client: its address, or a description of a

@@ -161,7 +161,7 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		if readClientSettings(rdb).contextTimeout {
 			return nil, fmt.Errorf("redlock: node %d (%s): %w: %s", i+1, name, ErrNodeConfig, whyNoContextTimeout)
 		}
-		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb), hash: fnv64a(name)}
+		c.nodes[i] = node{name: name, rdb: rdb, cluster: isCluster(rdb), hash: fnv64a(name), own: ownClient(rdb)}
 	}
 	if err := distinctServers(c.nodes); err != nil {
 		return nil, err

@@ -392,7 +392,12 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	rdb := s.nd.rdb
 	if len(batch) == 1 {
 		c := batch[0]
-		cmd := c.evalSha(ctx, rdb)
+		var cmd *redis.Cmd
+		if s.nd.own {
+			cmd = c.evalSha(ctx, rdb)
+		} else {
+			cmd = c.st.script.EvalSha(ctx, rdb, c.keys, c.args...) // the wrapper's own EvalSha
+		}
 		if noScript(cmd) { // as redis.Script.Run does
 			cmd = c.st.script.Eval(ctx, rdb, c.keys, c.args...)
 		}
@@ -412,7 +417,11 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 			loaded = append(loaded, c.st.script)
 			continue
 		}
-		cmds = append(cmds, c.evalSha(ctx, pipe))
+		if s.nd.own {
+			cmds = append(cmds, c.evalSha(ctx, pipe))
+		} else {
+			cmds = append(cmds, c.st.script.EvalSha(ctx, pipe, c.keys, c.args...))
+		}
 	}
 	defer func() { clear(cmds); s.cmds = cmds }()
 	_, _ = pipe.Exec(ctx) // each command carries its own error
@@ -429,7 +438,9 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 // redis.Script.EvalSha sends, from the step's argument vector without boxing every key
 // and argument again for every node. Each call sends a copy of the vector: a hook of
 // the caller's node client may rewrite a command's arguments in place (a key prefix,
-// say), and must not rewrite the other nodes' (TestHookRewritesOneNodesArgs).
+// say), and must not rewrite the other nodes' (TestHookRewritesOneNodesArgs). Only for
+// go-redis's own clients (node.own): a caller's wrapper gets its EvalSha called
+// (TestWrapperEvalShaStillCalled).
 func (c *nodeCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, slices.Clone(c.vector)...)
 	if len(c.keys) > 0 {
