@@ -40,6 +40,9 @@ func (w *fairWaiter) handed() *Lock {
 	// The lock's TTL is the one the nodes set, until finishHand extends it: KeepAlive
 	// and Do plan their renewals from it.
 	l := &Lock{c: c, key: w.key, token: e.hand, ttl: px, handTTL: w.ttl, until: now.Add(v), lastRound: w.lastRound, fairID: e.id}
+	if px < w.ttl {
+		l.handEnd = make(chan struct{}) // before l is shared: finishHand waits on it
+	}
 	w.tries++ // for Options.Observer: the grant came in place of an attempt
 	c.queues.granted(l)
 	if px < w.ttl {
@@ -49,10 +52,19 @@ func (w *fairWaiter) handed() *Lock {
 }
 
 // finishHand extends a lock that the nodes handed over with less than its TTL
-// (handTTL) to its TTL, after, unless it was released or the Client closed first. A
-// failed extension leaves the lock's Until where it was, as a failed Extend does.
+// (handTTL) to its TTL, after, unless it was released or extended, or the Client
+// closed, first: each ends the wait at once (Lock.handEnd, made by the caller), so
+// a lock held briefly leaves no goroutine behind. A failed extension leaves the
+// lock's Until where it was, as a failed Extend does.
 func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
 	if !c.enter() { // Close waits for it, and it ends at once when Close begins
+		return
+	}
+	l.mu.Lock()
+	end := l.handEnd
+	l.mu.Unlock()
+	if end == nil { // released or extended already
+		c.inFlight.Done()
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -60,6 +72,8 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 		defer c.inFlight.Done()
 		select {
 		case <-c.opts.Clock.After(after):
+		case <-end:
+			return
 		case <-c.closing:
 			return
 		}

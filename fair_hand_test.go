@@ -2,6 +2,8 @@ package redlock_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -417,4 +419,71 @@ func TestFairStaleHandTellsHead(t *testing.T) {
 		t.Fatalf("W's attempt behind V answered %d", got)
 	}
 	h.wantKey("v2", "the key is %q after W freed its stale hand, want it handed to V with v2")
+}
+
+// finishers counts the goroutines waiting to extend a handed lock (finishHand).
+func finishers() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "redlock.(*Client).finishHand.func")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestFairHandFinisherEndsAtRelease: a lock the nodes handed over with less than its
+// TTL waits (finishHand) to extend itself after half its validity; released first, it
+// leaves no goroutine behind. Until that wait ended at Release, every hand-over on a
+// hot key left one, with its timer, for half the hand TTL: 596 of them in a one-second
+// run of BenchmarkClients' fair hot key, all scanned by every garbage collection.
+func TestFairHandFinisherEndsAtRelease(t *testing.T) {
+	opts := redlock.Options{Fair: true, NodeTimeout: 500 * time.Millisecond,
+		RetryDelay: func(int) time.Duration { return 10 * time.Second }}
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	ctx := t.Context()
+	base := finishers()
+	for i := range 3 {
+		holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := redlock.New(redistest.Clients(c.servers), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ttl = 20 * time.Second // handed for FairLease (5 s): extended after about 2.5 s
+		res := acquireAsync(ctx, w, "k", ttl)
+		c.waitQueued("k", 1)
+		eventually(t, "W listening on every node", func() bool { return listening(len(c.admin), w) })
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := wantResult(t, "the head", res)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if left := time.Until(r.lock.Until()); left > 5*time.Second {
+			t.Fatalf("round %d: the lock was not handed over (valid for %v, more than the hand TTL)", i, left)
+		}
+		if n := finishers(); n != base+1 {
+			t.Fatalf("round %d: %d goroutines wait to extend the handed lock, want 1", i, n-base)
+		}
+		if err := r.lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Without the end at Release it waits about 2.5 s; with it, none is left within
+		// a second (a goroutine's exit has no signal to wait for).
+		for deadline := time.Now().Add(time.Second); finishers() != base; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the goroutine waiting to extend the handed lock outlived its Release by 1 s", i)
+			}
+		}
+		r.lock.WaitForCalls()
+		holder.WaitForCalls()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

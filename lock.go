@@ -39,6 +39,18 @@ type Lock struct {
 	// with less (fairWaiter.handed), until an Extend succeeds: KeepAlive extends to it
 	// first, and so does finishHand. Zero for other locks.
 	handTTL time.Duration
+	// handEnd, while finishHand waits to extend a handed lock, is closed when that has
+	// nothing left to do (endHand): the lock was released or extended first. Without it
+	// every hand-over left a goroutine and a timer behind for half the validity.
+	handEnd chan struct{}
+}
+
+// endHand ends finishHand's wait for l, if any. Callers hold l.mu.
+func (l *Lock) endHand() {
+	if l.handEnd != nil {
+		close(l.handEnd)
+		l.handEnd = nil
+	}
 }
 
 // Key returns the lock's key.
@@ -147,6 +159,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 		// shortens a TTL. So the lock is valid until the later of the two.
 		l.until, l.ttl = later(l.until, until), ttl
 		l.handTTL = 0 // the caller chose the TTL now (KeepAlive, finishHand: see handTTL)
+		l.endHand()
 		released := l.released
 		l.mu.Unlock()
 		l.proven(ctx, r, t, ttl, until, others, released)
@@ -312,6 +325,7 @@ func (l *Lock) markReleased(ends *bool) error {
 		return lostError("release", l.key, "already released")
 	}
 	l.released, l.releasedAt = true, l.c.opts.Clock.Now()
+	l.endHand()
 	*ends = l.endsHere()
 	k := l.keeper
 	l.mu.Unlock()
