@@ -50,7 +50,7 @@ func TestEvalShaArgsAsGoRedis(t *testing.T) {
 		h.args = nil
 		want := tc.st.script.EvalSha(ctx, rdb, tc.keys, tc.args...)
 		call := &nodeCall{st: tc.st, keys: tc.keys, args: tc.args, vector: evalShaArgs(tc.st.script, tc.keys, tc.args)}
-		got := call.evalSha(ctx, rdb)
+		got := call.evalSha(ctx, rdb, true)
 		if len(h.args) != 2 {
 			t.Fatalf("case %d: %d commands reached the hook, want 2", i, len(h.args))
 		}

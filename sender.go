@@ -392,12 +392,7 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 	rdb := s.nd.rdb
 	if len(batch) == 1 {
 		c := batch[0]
-		var cmd *redis.Cmd
-		if s.nd.own {
-			cmd = c.evalSha(ctx, rdb)
-		} else {
-			cmd = c.st.script.EvalSha(ctx, rdb, c.keys, c.args...) // the wrapper's own EvalSha
-		}
+		cmd := c.evalSha(ctx, rdb, s.nd.own)
 		if noScript(cmd) { // as redis.Script.Run does
 			cmd = c.st.script.Eval(ctx, rdb, c.keys, c.args...)
 		}
@@ -417,11 +412,7 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 			loaded = append(loaded, c.st.script)
 			continue
 		}
-		if s.nd.own {
-			cmds = append(cmds, c.evalSha(ctx, pipe))
-		} else {
-			cmds = append(cmds, c.st.script.EvalSha(ctx, pipe, c.keys, c.args...))
-		}
+		cmds = append(cmds, c.evalSha(ctx, pipe, s.nd.own))
 	}
 	defer func() { clear(cmds); s.cmds = cmds }()
 	_, _ = pipe.Exec(ctx) // each command carries its own error
@@ -439,9 +430,12 @@ func (s *sender) exec(ctx context.Context, batch []*nodeCall) {
 // and argument again for every node. Each call sends a copy of the vector: a hook of
 // the caller's node client may rewrite a command's arguments in place (a key prefix,
 // say), and must not rewrite the other nodes' (TestHookRewritesOneNodesArgs). Only for
-// go-redis's own clients (node.own): a caller's wrapper gets its EvalSha called
+// go-redis's own clients (own: node.own): a caller's wrapper gets its EvalSha called
 // (TestWrapperEvalShaStillCalled).
-func (c *nodeCall) evalSha(ctx context.Context, p processor) *redis.Cmd {
+func (c *nodeCall) evalSha(ctx context.Context, p processor, own bool) *redis.Cmd {
+	if !own {
+		return c.st.script.EvalSha(ctx, p, c.keys, c.args...)
+	}
 	cmd := redis.NewCmd(ctx, slices.Clone(c.vector)...)
 	if len(c.keys) > 0 {
 		cmd.SetFirstKeyPos(3) // for a Cluster client, as go-redis's own EvalSha does
@@ -459,6 +453,7 @@ func noScript(cmd *redis.Cmd) bool {
 
 // processor sends one command: a node's client, or a pipeline that sends it later.
 type processor interface {
+	redis.Scripter
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
