@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -134,4 +135,46 @@ func TestHandNoticesWakeAsOneRelease(t *testing.T) {
 		t.Fatalf("%d partial-notice timers and %d nodes counted for the release, want 1 and 2", timers, counted)
 	}
 	q.close()
+}
+
+// TestPartialTimerStoppedAtMajority: a fair release's first notice arms a timer that
+// names the head if no majority follows (partialNotice); the majority's notice stops
+// it, so that a hot key does not keep one armed timer, and one goroutine run later,
+// per release. A notice that no majority follows keeps its timer.
+func TestPartialTimerStoppedAtMajority(t *testing.T) {
+	c := &Client{nodes: make([]node, 5), opts: Options{Fair: true, Clock: systemClock{}, DriftFactor: 0.01, NodeTimeout: time.Minute}, closing: make(chan struct{})}
+	c.queues = queues{c: c, fairID: "C"}
+	q := &c.queues
+	ch := q.channel("k")
+	tk := q.join("k")
+	tk.joinFair("C:w")
+	armed := func() int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.partials)
+	}
+	for i := range 3 {
+		msg := fmt.Sprintf("token%d C:w", i)
+		q.notice(0, ch, msg)
+		if n := armed(); n != 1 {
+			t.Fatalf("release %d: %d partial timers armed after its first notice, want 1", i, n)
+		}
+		q.notice(1, ch, msg)
+		q.notice(2, ch, msg) // the majority of 5
+		if n := armed(); n != 0 {
+			t.Fatalf("release %d: %d partial timers armed after the majority, want 0", i, n)
+		}
+		q.notice(3, ch, msg)
+		q.notice(4, ch, msg)
+	}
+	q.notice(0, ch, "lonely C:w")
+	if n := armed(); n != 1 {
+		t.Fatalf("%d partial timers armed for a notice no majority followed, want 1", n)
+	}
+	tk.leaveFair("C:w")
+	tk.leave()
+	q.close()
+	if n := armed(); n != 0 {
+		t.Fatalf("%d partial timers left after close", n)
+	}
 }

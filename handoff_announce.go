@@ -93,12 +93,15 @@ func (q *queues) notice(node int, channel, msg string) {
 		// head's lease left): "=<token> <waiter id>", as one release's notices are.
 		msg = handNotice(msg)
 	}
+	partial := kq.notices[msg].partial // before heard, which may drop the entry
 	if !kq.heard(msg, n) {
-		if q.c.opts.Fair && kq.notices[msg].nodes == 1 {
-			q.partialNotice(key, msg)
+		if c := kq.notices[msg]; q.c.opts.Fair && c.nodes == 1 {
+			c.partial = q.partialNotice(key, msg)
+			kq.notices[msg] = c
 		}
 		return
 	}
+	q.stopPartial(partial) // the majority came: nothing left for it to do
 	kq.courtesy = 0
 	if !q.c.opts.Fair {
 		kq.gone = msg
@@ -174,10 +177,12 @@ func namedIn(msg string) string { return msg[strings.LastIndexByte(msg, ' ')+1:]
 // first: the nodes that did not name it lack its queue entry (an enqueue call that was
 // dropped, queued behind a failed attempt, or a node restarted empty) or name another
 // head. Without a majority it would wait for its renewal, a third of the entry lease;
-// its attempt queues it again on every node, which mends their order. Callers hold q.mu.
-func (q *queues) partialNotice(key, msg string) {
+// its attempt queues it again on every node, which mends their order. It returns the
+// armed timer (nil if the Client is closed), which the majority's notice stops
+// (stopPartial). Callers hold q.mu.
+func (q *queues) partialNotice(key, msg string) *time.Timer {
 	if q.closed {
-		return
+		return nil
 	}
 	q.wg.Add(1) // done by the timer, or by close if it stops the timer first
 	var tm *time.Timer
@@ -202,6 +207,21 @@ func (q *queues) partialNotice(key, msg string) {
 		q.partials = make(map[*time.Timer]struct{})
 	}
 	q.partials[tm] = struct{}{}
+	return tm
+}
+
+// stopPartial stops a partialNotice timer that has not fired, if tm is one: on a hot
+// key every release's first notice arms one, and the rest of the release's notices
+// come within a round trip. Callers hold q.mu.
+func (q *queues) stopPartial(tm *time.Timer) {
+	if tm == nil || !tm.Stop() {
+		return // none, or it fired: its function cleans up after itself
+	}
+	delete(q.partials, tm)
+	if len(q.partials) == 0 {
+		q.partials = nil
+	}
+	q.wg.Done()
 }
 
 // changed tells every listener that the set of channels changed. Callers hold q.mu.

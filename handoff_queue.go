@@ -260,8 +260,9 @@ func (t *ticket) onlyChecks(since uint64) bool {
 
 // noticed is the count of one released token's announcements.
 type noticed struct {
-	nodes int    // nodes that announced it
-	seq   uint64 // when it was first heard (keyQueue.noticeSeq): the lowest is the oldest
+	nodes   int         // nodes that announced it
+	seq     uint64      // when it was first heard (keyQueue.noticeSeq): the lowest is the oldest
+	partial *time.Timer // a fair notice's partialNotice timer, stopped at the majority
 }
 
 // heard counts one node's announcement of token, of n nodes in all, and reports whether
