@@ -127,8 +127,9 @@ type node struct {
 	cluster bool    // rdb is a Redis Cluster client: a fencing counter needs KEY's slot
 	hash    uint64  // FNV-1a of name: its rank for a key's lead (Client.lead)
 	// own: rdb is one of go-redis's own clients, whose EvalSha sends what Process sends
-	// for the same command (nodeCall.evalSha); a caller's wrapper type may override
-	// EvalSha (to count or trace calls) and then gets its scripts through EvalSha.
+	// for the same command (nodeCall.evalSha). A caller's wrapper type may override
+	// EvalSha (to count or trace calls): a call sent alone goes through that EvalSha;
+	// calls batched into one pipeline go through the pipeline's (rdb.Pipeline()).
 	own bool
 }
 
