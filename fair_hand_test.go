@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -266,7 +267,12 @@ func TestFairHandOverGrant(t *testing.T) {
 	res := acquireAsync(ctx, w, "k", ttl)
 	c.waitQueued("k", 1)
 	eventually(t, "W listening on every node", func() bool { return listening(len(c.admin), w) })
-	time.Sleep(50 * time.Millisecond) // W's attempt, if its draw called for one (nothing signals it)
+	// W, first in line behind a holder, attempts once at once and registers its next
+	// token (seq 2) on every node. Released before that attempt reached a node, that
+	// node handed the key to W's first token, the attempt took it there, and its
+	// clean-up freed it again (a sleep of 50 ms stood here, and about 1 run in 70
+	// under -race found a node empty below).
+	eventually(t, "W's attempt on every node", func() bool { return registeredOnAll(t, c.admin, "k", 2) })
 	before := len(rec.sent())
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -486,4 +492,30 @@ func TestFairHandFinisherEndsAtRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// registeredOnAll reports whether every node holds a hand registration of key's one
+// waiter with a sequence number of at least seq ("seq px token", fairRegister).
+func registeredOnAll(t *testing.T, admins []*redis.Client, key string, seq int) bool {
+	t.Helper()
+	for _, a := range admins {
+		regs, err := a.HGetAll(t.Context(), redlock.HandKey(key)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for id, v := range regs {
+			var s, px int
+			var token string
+			if !strings.HasPrefix(id, "@") {
+				if _, err := fmt.Sscan(v, &s, &px, &token); err == nil && s >= seq {
+					found = true
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
