@@ -382,15 +382,24 @@ func handedLock(t *testing.T, ttl time.Duration) (*cluster, *redlock.Lock, time.
 		RetryDelay: func(int) time.Duration { return 10 * time.Second }}
 	const lease = 2 * time.Second // 10 × NodeTimeout
 	c := newCluster(t, 3, redistest.Options{}, opts)
+	return c, c.handOver(c.newClient(opts), ttl, lease), lease
+}
+
+// handOver has c.client hold "k" while fair Client w queues for it with ttl, waits for
+// w's first attempt on every node (see TestFairHandOverGrant), releases, and returns
+// the lock the nodes handed w (checked: valid for at most lease, the hand TTL).
+func (c *cluster) handOver(w *redlock.Client, ttl, lease time.Duration) *redlock.Lock {
+	t := c.t
+	t.Helper()
 	ctx := t.Context()
 	holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := c.newClient(opts)
 	res := acquireAsync(ctx, w, "k", ttl)
 	c.waitQueued("k", 1)
 	eventually(t, "W listening on every node", func() bool { return listening(len(c.admin), w) })
+	eventually(t, "W's attempt on every node", func() bool { return registeredOnAll(t, c.admin, "k", 2) })
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +410,8 @@ func handedLock(t *testing.T, ttl time.Duration) (*cluster, *redlock.Lock, time.
 	if left := time.Until(r.lock.Until()); left > lease {
 		t.Fatalf("the lock was not handed over (valid for %v)", left)
 	}
-	return c, r.lock, lease
+	holder.WaitForCalls()
+	return r.lock
 }
 
 // TestFairStaleHandTellsHead: an attempt that frees a key handed to its waiter with a
@@ -451,32 +461,16 @@ func TestFairHandFinisherEndsAtRelease(t *testing.T) {
 	ctx := t.Context()
 	base := finishers()
 	for i := range 3 {
-		holder, err := c.client.Acquire(ctx, "k", 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
 		w, err := redlock.New(redistest.Clients(c.servers), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		const ttl = 20 * time.Second // handed for FairLease (5 s): extended after about 2.5 s
-		res := acquireAsync(ctx, w, "k", ttl)
-		c.waitQueued("k", 1)
-		eventually(t, "W listening on every node", func() bool { return listening(len(c.admin), w) })
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := wantResult(t, "the head", res)
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if left := time.Until(r.lock.Until()); left > 5*time.Second {
-			t.Fatalf("round %d: the lock was not handed over (valid for %v, more than the hand TTL)", i, left)
-		}
+		// Handed for FairLease (5 s) where 20 s was asked: extended after about 2.5 s.
+		lock := c.handOver(w, 20*time.Second, 5*time.Second)
 		if n := finishers(); n != base+1 {
 			t.Fatalf("round %d: %d goroutines wait to extend the handed lock, want 1", i, n-base)
 		}
-		if err := r.lock.Release(ctx); err != nil {
+		if err := lock.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		// Without the end at Release it waits about 2.5 s; with it, none is left within
@@ -486,8 +480,7 @@ func TestFairHandFinisherEndsAtRelease(t *testing.T) {
 				t.Fatalf("round %d: the goroutine waiting to extend the handed lock outlived its Release by 1 s", i)
 			}
 		}
-		r.lock.WaitForCalls()
-		holder.WaitForCalls()
+		lock.WaitForCalls()
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
