@@ -125,7 +125,7 @@ func writeClients(w io.Writer, list []*clientWorkload, md bool) {
 	}
 	printTable(w, lines, md)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Targets of issue #13 (8 Clients, 5 nodes, 100 µs critical section), on the medians")
+	fmt.Fprintln(w, "Targets of issue #13 (8 Clients, 5 nodes, 100 µs critical section), on the medians (the longest wait: on each run's own bound)")
 	printTable(w, targetLines(list), md)
 }
 
@@ -135,7 +135,20 @@ func cell(cw *clientWorkload, lib, unit string) string {
 	if !ok {
 		return "—"
 	}
-	return fmtValue(v) + " (" + cw.nodes[lib] + ")"
+	return fmtValue(v) + " (" + nodesText(cw.nodes[lib]) + ")"
+}
+
+// nodesText spells a workload's node count part for a cell: "N=5" is "5 nodes", so
+// that it is not read as a count of runs.
+func nodesText(part string) string {
+	n := strings.TrimPrefix(part, "N=")
+	switch {
+	case part == "" || n == part:
+		return part
+	case n == "1":
+		return "1 node"
+	}
+	return n + " nodes"
 }
 
 // ratioCell is the ratio of the medians of num and den for unit in cw, or "—".
