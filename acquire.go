@@ -39,6 +39,9 @@ import (
 // also ends Acquire at once, with an error matching ErrFenceExhausted and
 // ErrUnavailable.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	if ctx == nil {
+		return nil, nilContextError("acquire", key)
+	}
 	w := c.newWaiter(ctx, key, ttl)
 	if c.observing() {
 		start := c.opts.Clock.Now()
@@ -100,6 +103,9 @@ func (c *Client) pause(ctx context.Context, d time.Duration) {
 // TryAcquire is Acquire with exactly one attempt, made at once (it does not queue
 // behind this Client's waiting Acquires).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (lock *Lock, err error) {
+	if ctx == nil {
+		return nil, nilContextError("acquire", key)
+	}
 	if c.observing() {
 		start := c.opts.Clock.Now()
 		defer func() { c.observeAcquire(ctx, tryObserved(key, ttl, start, lock, err), lock, err) }()

@@ -125,6 +125,9 @@ func (l *Lock) validUntil() time.Time {
 // delay Extend's result. A lock that lost its majority is never brought back: Extend
 // never re-creates a key unless the same step proved the lock still held.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
+	if ctx == nil {
+		return nilContextError("extend", l.key)
+	}
 	c := l.c
 	var ob stepObs
 	if c.observing() {
@@ -223,6 +226,9 @@ func (l *Lock) heal(ctx context.Context, r *round, ttl time.Duration) {
 // before Release returns) and none can start. The lock cannot be used after Release,
 // whatever it returns.
 func (l *Lock) Release(ctx context.Context) (err error) {
+	if ctx == nil { // before markReleased: the lock stays held, and can be released
+		return nilContextError("release", l.key)
+	}
 	c := l.c
 	var ob stepObs
 	if c.observing() {

@@ -205,6 +205,13 @@ func timeouts(n int64, d time.Duration) time.Duration {
 // errEmptyKey is returned for an empty lock key.
 var errEmptyKey = errors.New("redlock: empty key")
 
+// nilContextError is the error of a call given a nil context: bad input, like an empty
+// key. It is checked first, before the call registers anything with the Client or
+// marks a lock, so that it neither panics nor leaves a step that Close would wait for.
+func nilContextError(op, key string) error {
+	return fmt.Errorf("redlock: %s %q: nil context", op, key)
+}
+
 // ExponentialJitter returns a stateless retry policy: after attempt a the delay is drawn
 // uniformly from [d/2, d], where d = min·2^(a−1) capped at max. The randomness spreads
 // out clients that missed a majority together, so one of them wins the next round.

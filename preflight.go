@@ -42,6 +42,9 @@ var ErrNodeConfig = errors.New("redlock: node setting breaks a safety assumption
 // in the background until go-redis gives up (its read timeout), and Close waits for
 // them. After Close, CheckNodes returns ErrClosed.
 func (c *Client) CheckNodes(ctx context.Context) error {
+	if ctx == nil {
+		return errors.New("redlock: check nodes: nil context")
+	}
 	if !c.enter() {
 		return fmt.Errorf("redlock: check nodes: %w", ErrClosed)
 	}

@@ -214,6 +214,9 @@ func (c *Client) Close() error { return c.Shutdown(context.Background()) }
 // they have, the go-redis clients NewFromURLs made are closed. A later Close (or
 // Shutdown) waits for that and returns its result, as every call after the first does.
 func (c *Client) Shutdown(ctx context.Context) error {
+	if ctx == nil { // nothing is closed: Close is Shutdown without a deadline
+		return errors.New("redlock: shutdown: nil context")
+	}
 	c.closeMu.Lock()
 	first := !c.closed
 	c.closed = true

@@ -80,6 +80,11 @@ func (k *keeper) halt(cause error) {
 // until its Until: Release it, or Extend it to a TTL that passes and call KeepAlive
 // again.
 func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop func()) {
+	if ctx == nil { // refused like a TTL too short: the lock stays held, unrenewed
+		lockCtx, cancel := context.WithCancelCause(context.Background())
+		cancel(nilContextError("keep alive", l.key))
+		return lockCtx, func() {}
+	}
 	c := l.c
 	lockCtx, cancel := context.WithCancelCause(ctx)
 	k := &keeper{stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
@@ -413,6 +418,9 @@ func (c *Client) AcquireUnlessHeld(ctx context.Context, key string, ttl time.Dur
 //     Release (for example ErrUnavailable: fn's work is done, but the keys stay until
 //     the TTL ends).
 func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...DoOption) (err error) {
+	if ctx == nil {
+		return &notRunError{nilContextError("do", key)}
+	}
 	var o doOptions
 	for _, opt := range opts {
 		if opt != nil {
