@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -55,7 +56,10 @@ func (w *fairWaiter) handed() *Lock {
 // (handTTL) to its TTL, after, unless it was released or extended, or the Client
 // closed, first: each ends the wait at once (Lock.handEnd, made by the caller), so
 // a lock held briefly leaves no goroutine behind. A failed extension leaves the
-// lock's Until where it was, as a failed Extend does.
+// lock's Until where it was, as a failed Extend does, and is tried again at the retry
+// delay while a step could still be confirmed within the lock's validity: with one
+// try, a majority that missed it for a moment left a 30 s lock to expire with its
+// hand TTL (found in review).
 func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
 	if !c.enter() { // Close waits for it, and it ends at once when Close begins
 		return
@@ -70,18 +74,28 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer c.inFlight.Done()
-		select {
-		case <-c.opts.Clock.After(after):
-		case <-end:
-			return
-		case <-c.closing:
-			return
-		}
-		l.mu.Lock()
-		pending := l.handTTL > 0 && !l.released
-		l.mu.Unlock()
-		if pending { // not extended by KeepAlive or the caller meanwhile
-			_ = l.Extend(ctx, ttl)
+		wait := after
+		for try := 1; ; try++ {
+			select {
+			case <-c.opts.Clock.After(wait):
+			case <-end:
+				return
+			case <-c.closing:
+				return
+			}
+			l.mu.Lock()
+			until := l.until
+			pending := l.handTTL > 0 && !l.released
+			l.mu.Unlock()
+			lastStart := until.Add(-c.opts.NodeTimeout)
+			if !pending || !c.opts.Clock.Now().Before(lastStart) {
+				return // extended by KeepAlive or the caller meanwhile, or too late
+			}
+			err := l.Extend(ctx, ttl)
+			if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrClosed) {
+				return
+			}
+			wait = min(c.opts.RetryDelay(try), lastStart.Sub(c.opts.Clock.Now()))
 		}
 	}()
 }

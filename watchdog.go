@@ -134,32 +134,60 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 // finishHanded extends a lock that the nodes handed over with less than its TTL
 // (Lock.handTTL) to that TTL before the keeper's first pass, whose renewals are planned
 // from it (a 30 s lock handed for 1 s made the keeper give up at once: found in
-// review). A failed try is tried again at the retry delay while a step could still be
-// confirmed within the lock's validity, as the keeper's renewals are; a non-nil result
-// ends the keeper.
+// review). A failed try is tried again at the retry delay, and it gives up exactly as
+// the keeper's renewals do (renew): no try starts after lastRenewal, and the cause
+// then matches ErrLockLost, so that the work hears of it by Until − V/10 (it used to
+// retry until Until − NodeTimeout and end the work with the last ErrUnavailable:
+// found in review). A non-nil result ends the keeper.
 func (l *Lock) finishHanded(ctx context.Context, k *keeper) error {
 	c := l.c
+	var last *QuorumError // the latest failed try's
 	for try := 1; ; try++ {
 		l.mu.Lock()
-		want, until := l.handTTL, l.until
+		want, until, ttl := l.handTTL, l.until, l.ttl
 		done := want == 0 || l.released
 		l.mu.Unlock()
 		if done {
 			return nil
 		}
+		_, lastStart := c.lastRenewal(until, ttl)
+		if !c.opts.Clock.Now().Before(lastStart) {
+			return noRenewal(l.key, last)
+		}
 		err := l.Extend(ctx, want)
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
-		}
-		wait := c.opts.RetryDelay(try)
-		if errors.Is(err, ErrLockLost) || ctx.Err() != nil ||
-			!c.opts.Clock.Now().Add(wait).Before(until.Add(-c.opts.NodeTimeout)) {
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
 			return err
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
 		}
+		errors.As(err, &last)
+		wait := min(c.opts.RetryDelay(try), lastStart.Sub(c.opts.Clock.Now()))
 		if err := l.idle(ctx, k, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// lastRenewal returns, for a lock valid until until with TTL ttl, its best validity v
+// and the last moment a renewal may start: the work must have stopped by Until − v/10
+// (marginDivisor), and a renewal started later could not be confirmed by then, as a
+// step may take NodeTimeout.
+func (c *Client) lastRenewal(until time.Time, ttl time.Duration) (v time.Duration, lastStart time.Time) {
+	v = bestValidity(ttl, c.opts.DriftFactor)
+	return v, until.Add(-v/marginDivisor - c.opts.NodeTimeout)
+}
+
+// noRenewal is the cause with which a keeper gives up when no renewal was confirmed in
+// time: matching ErrLockLost, and carrying the latest failed renewal's counts if any.
+func noRenewal(key string, last *QuorumError) error {
+	const why = "no renewal confirmed in time"
+	if last != nil {
+		return renewalsFailed(last, why)
+	}
+	return lostError("keep alive", key, why)
 }
 
 // detach forgets k as the lock's keeper.
@@ -190,17 +218,9 @@ func (l *Lock) renew(ctx context.Context, k *keeper) error {
 			return lostError("keep alive", l.key, fmt.Sprintf("wall and monotonic clocks moved apart by %v (suspended?)", gap.Round(time.Millisecond)))
 		}
 		s.prev = now
-		// The work must have stopped by stopBy; a renewal started after lastStart
-		// could not be confirmed before then, as a step may take NodeTimeout.
-		v := bestValidity(ttl, c.opts.DriftFactor)
-		stopBy := until.Add(-v / marginDivisor)
-		lastStart := stopBy.Add(-c.opts.NodeTimeout)
+		v, lastStart := c.lastRenewal(until, ttl)
 		if !now.Before(lastStart) {
-			const why = "no renewal confirmed in time"
-			if s.last != nil {
-				return renewalsFailed(s.last, why)
-			}
-			return lostError("keep alive", l.key, why)
+			return noRenewal(l.key, s.last)
 		}
 		if now.Before(s.next) {
 			if err := l.idle(ctx, k, min(s.next.Sub(now), lastStart.Sub(now))); err != nil {

@@ -1,0 +1,113 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// extendWatch is an Observer that sends every failed Extend on failed.
+type extendWatch struct{ failed chan redlock.Event }
+
+func (o *extendWatch) Observe(_ context.Context, e redlock.Event) {
+	if e.Op == redlock.OpExtend && e.Outcome != redlock.OutcomeOK {
+		select {
+		case o.failed <- e:
+		default:
+		}
+	}
+}
+
+// switchedDelay is a RetryDelay that is long until fast is set: a fair waiter then
+// waits for the nodes' hand-over instead of attempting (as in handedLock), and what
+// retries after the grant retries soon.
+func switchedDelay(fast *atomic.Bool) func(int) time.Duration {
+	return func(int) time.Duration {
+		if fast.Load() {
+			return 50 * time.Millisecond
+		}
+		return 10 * time.Second
+	}
+}
+
+// TestFairHandFinishRetries: a fair Acquire for 30 s that the nodes hand over holds
+// the key for the hand TTL (about the 2 s lease) until finishHand extends it, at half
+// its validity. When a majority misses that Extend, finishHand tries again while the
+// lock is valid: with one try (found in review), a blip of 2 nodes of 3 left the 30 s
+// lock to expire 2 s after its grant, and another Client took the key.
+func TestFairHandFinishRetries(t *testing.T) {
+	var fast atomic.Bool
+	watch := &extendWatch{failed: make(chan redlock.Event, 1)}
+	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond,
+		RetryDelay: switchedDelay(&fast), Observer: watch}
+	const lease = 2 * time.Second // 10 × NodeTimeout
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
+	lock := c.handOver(c.newClient(opts), 30*time.Second, lease)
+	defer lock.Release(context.Background())
+	fast.Store(true)
+	granted := lock.Until()
+	c.servers[0].Pause()
+	c.servers[1].Pause()
+	select {
+	case <-watch.failed: // finishHand's first try, at half the validity
+	case <-time.After(time.Until(granted)):
+		t.Fatal("no Extend failed while a majority was paused")
+	}
+	c.servers[0].Resume()
+	c.servers[1].Resume()
+	eventually(t, "the handed lock extended to its TTL", func() bool {
+		return time.Until(lock.Until()) > 20*time.Second || time.Now().After(granted)
+	})
+	if left := time.Until(lock.Until()); left < 20*time.Second {
+		t.Fatalf("a 30 s lock handed over is valid for %v more after a majority missed one Extend", left)
+	}
+	if _, err := c.client.TryAcquire(context.Background(), "k", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+		t.Errorf("another Client's TryAcquire = %v, want ErrNotAcquired", err)
+	}
+}
+
+// TestFairHandedKeepAliveGivesUpInTime: KeepAlive of a lock the nodes handed over
+// with less than its TTL first extends it to its TTL (finishHanded). While every node
+// hangs, it gives up as the keeper's renewals do: the work's context ends at least
+// V/10 before Until, with a cause matching ErrLockLost. It used to retry until
+// Until − NodeTimeout and end the work with the last Extend's ErrUnavailable, a
+// RetryDelay or less before Until (found in review).
+func TestFairHandedKeepAliveGivesUpInTime(t *testing.T) {
+	var fast atomic.Bool
+	opts := redlock.Options{Fair: true, NodeTimeout: 50 * time.Millisecond, RetryDelay: switchedDelay(&fast)}
+	const lease = time.Second // the default FairLease
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 50 * time.Millisecond})
+	lock := c.handOver(c.newClient(opts), 5*time.Second, lease)
+	fast.Store(true)
+	until := lock.Until()
+	for _, s := range c.servers {
+		s.Pause()
+	}
+	defer func() {
+		for _, s := range c.servers {
+			s.Resume()
+		}
+	}()
+	kctx, stop := lock.KeepAlive(context.Background())
+	defer stop()
+	<-kctx.Done()
+	margin := until.Sub(time.Now())
+	cause := context.Cause(kctx)
+	// The hand TTL is at least 2/3 of the lease (the waiter renews its entry every
+	// lease/3), so V/10 is at least 65 ms here.
+	if margin < 65*time.Millisecond {
+		t.Errorf("the work heard of the loss %v before Until; KeepAlive promises V/10 (≥ 65 ms here)", margin)
+	}
+	if !errors.Is(cause, redlock.ErrLockLost) {
+		t.Errorf("cause %v, want one matching ErrLockLost", cause)
+	}
+	var qe *redlock.QuorumError
+	if !errors.As(cause, &qe) {
+		t.Errorf("cause %v carries no *QuorumError of the failed renewals", cause)
+	}
+}
