@@ -62,6 +62,10 @@ func TestFairnessCheck(t *testing.T) {
 		// a (reentrancy); called at 950, after o's hold ended, it overtakes a.
 		{"an owner's hold ahead of the queue", [][]Record{owned("o", window("h", 0, 0, 1, 900)), waiter("a", 1, 10, 1000, 0), owned("o", window("n", 3, 500, 520, 600))}, false},
 		{"an owner's grant after its hold ended", [][]Record{owned("o", window("h", 0, 0, 1, 900)), waiter("a", 1, 10, 1100, 0), owned("o", window("n", 3, 950, 960, 1000))}, true},
+		// o's hold ends at 900 and its Release returns at 930: a hold of o called at
+		// 910 may find the key still o's on a majority.
+		{"an owner's hold while its release is out", [][]Record{owned("o", slowRelease(window("h", 0, 0, 1, 900), 930)), waiter("a", 1, 10, 1100, 0), owned("o", window("n", 3, 910, 915, 1000))}, false},
+		{"an owner's hold after its release returned", [][]Record{owned("o", slowRelease(window("h", 0, 0, 1, 900), 930)), waiter("a", 1, 10, 1100, 0), owned("o", window("n", 3, 940, 945, 1000))}, true},
 		{"another owner's grant during o's hold", [][]Record{owned("o", window("h", 0, 0, 1, 900)), waiter("a", 1, 10, 1000, 0), owned("p", window("n", 3, 500, 520, 600))}, true},
 		{"one owner's waiter and grant", [][]Record{window("h", 0, 0, 1, 900), owned("o", waiter("a", 1, 10, 1100, 0)), owned("o", window("n", 3, 950, 960, 1000))}, false},
 	}
@@ -78,6 +82,16 @@ func TestFairnessCheck(t *testing.T) {
 			t.Errorf("%s: %v", c.name, rep.Violations)
 		}
 	}
+}
+
+// slowRelease makes window recs' Release return at ret ms.
+func slowRelease(recs []Record, ret int64) []Record {
+	for i := range recs {
+		if recs[i].Op == OpRelease {
+			recs[i].Ret = ret * int64(time.Millisecond)
+		}
+	}
+	return recs
 }
 
 // tryGrant is a granted TryAcquire's window.
