@@ -173,19 +173,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 		return lostError("extend", l.key, "lost while the extend ran")
 	}
 	defer l.mu.Unlock()
-	kind := ErrUnavailable
-	switch {
-	case t.contended():
-		// Too many nodes answered that our token is gone: proof that the lock is lost,
-		// whatever the local validity said.
-		kind = ErrLockLost
-		l.loseLocked(start)
-	case !now.Before(l.until):
-		kind = ErrLockLost
-	}
-	qe := c.quorumError("extend", l.key, t, errs, kind, ctxErr)
+	qe := c.quorumError("extend", l.key, t, errs, l.extendFailed(t, start, now), ctxErr)
 	qe.Late = t.won()
 	return qe
+}
+
+// extendFailed returns the kind of a failed Extend's error (tally t, begun at start,
+// ended at now): ErrLockLost when too many nodes answered that our token is gone
+// (proof that the lock is lost, whatever the local validity said: it is marked lost)
+// or when its validity is over, else ErrUnavailable. Callers hold l.mu.
+func (l *Lock) extendFailed(t tally, start, now time.Time) error {
+	switch {
+	case t.contended():
+		l.loseLocked(start)
+		return ErrLockLost
+	case !now.Before(l.until):
+		return ErrLockLost
+	}
+	return ErrUnavailable
 }
 
 // proven follows an Extend whose round r (tally t) proved the lock held until until:
