@@ -59,13 +59,20 @@ func (w *fairWaiter) handed() *Lock {
 // lock's Until where it was, as a failed Extend does, and is tried again at the retry
 // delay while a step could still be confirmed within the lock's validity: with one
 // try, a majority that missed it for a moment left a 30 s lock to expire with its
-// hand TTL (found in review).
+// hand TTL (found in review). KeepAlive ends it (endHand) and does the same itself
+// (finishHanded): both at once made the keeper's last try wait behind one of these
+// and end after Until, and a try of these still out when the keeper gave up the lock
+// as lost revived it for the whole TTL (found in review).
 func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
 	if !c.enter() { // Close waits for it, and it ends at once when Close begins
 		return
 	}
 	l.mu.Lock()
 	end := l.handEnd
+	done := make(chan struct{})
+	if end != nil {
+		l.handDone = done
+	}
 	l.mu.Unlock()
 	if end == nil { // released or extended already
 		c.inFlight.Done()
@@ -74,6 +81,7 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer c.inFlight.Done()
+		defer close(done)
 		wait := after
 		for try := 1; ; try++ {
 			select {
@@ -85,11 +93,11 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 			}
 			l.mu.Lock()
 			until := l.until
-			pending := l.handTTL > 0 && !l.released
+			pending := l.handTTL > 0 && !l.released && l.keeper == nil
 			l.mu.Unlock()
 			lastStart := until.Add(-c.opts.NodeTimeout)
 			if !pending || !c.opts.Clock.Now().Before(lastStart) {
-				return // extended by KeepAlive or the caller meanwhile, or too late
+				return // extended, or kept alive (KeepAlive does this), or too late
 			}
 			err := l.Extend(ctx, ttl)
 			if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrClosed) {

@@ -85,19 +85,8 @@ func TestFairHandedKeepAliveGivesUpInTime(t *testing.T) {
 	lock := c.handOver(c.newClient(opts), 5*time.Second, lease)
 	fast.Store(true)
 	until := lock.Until()
-	for _, s := range c.servers {
-		s.Pause()
-	}
-	defer func() {
-		for _, s := range c.servers {
-			s.Resume()
-		}
-	}()
-	kctx, stop := lock.KeepAlive(context.Background())
-	defer stop()
-	<-kctx.Done()
-	margin := until.Sub(time.Now())
-	cause := context.Cause(kctx)
+	ended, cause := keptAliveWhileHung(c, lock)
+	margin := until.Sub(ended)
 	// The hand TTL is at least 2/3 of the lease (the waiter renews its entry every
 	// lease/3), so V/10 is at least 65 ms here.
 	if margin < 65*time.Millisecond {
@@ -110,4 +99,97 @@ func TestFairHandedKeepAliveGivesUpInTime(t *testing.T) {
 	if !errors.As(cause, &qe) {
 		t.Errorf("cause %v carries no *QuorumError of the failed renewals", cause)
 	}
+}
+
+// okAfterEnded returns the successful events of events after the first Ended one.
+func okAfterEnded(events []redlock.Event) []redlock.Event {
+	var after []redlock.Event
+	for i, e := range events {
+		if e.Ended {
+			for _, f := range events[i+1:] {
+				if f.Outcome == redlock.OutcomeOK {
+					after = append(after, f)
+				}
+			}
+			break
+		}
+	}
+	return after
+}
+
+// TestFairHandKeptAliveStaysLost: KeepAlive takes over finishHand's work on a handed
+// lock. When a majority is paused, KeepAlive gives the lock up as lost (Until − V/10);
+// finishHand must not go on trying behind it: in review, its Extend still out when the
+// keeper gave up succeeded once the majority was back, and the lock the work was told
+// it lost held the key for its whole 30 s TTL.
+func TestFairHandKeptAliveStaysLost(t *testing.T) {
+	var fast atomic.Bool
+	events := newEventLog()
+	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond,
+		RetryDelay: switchedDelay(&fast), Observer: events}
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
+	lock := c.handOver(c.newClient(opts), 30*time.Second, 2*time.Second)
+	fast.Store(true)
+	until := lock.Until()
+	c.servers[0].Pause()
+	c.servers[1].Pause()
+	kctx, stop := lock.KeepAlive(context.Background())
+	defer stop()
+	<-kctx.Done()
+	c.servers[0].Resume()
+	c.servers[1].Resume()
+	if cause := context.Cause(kctx); !errors.Is(cause, redlock.ErrLockLost) {
+		t.Fatalf("KeepAlive ended with %v, want a cause matching ErrLockLost", cause)
+	}
+	lock.WaitForCalls()
+	if now := lock.Until(); now.After(until) {
+		t.Errorf("the lock given up as lost was extended afterwards: valid for %v more", time.Until(now).Round(time.Millisecond))
+	}
+	if after := okAfterEnded(events.take()); len(after) > 0 {
+		t.Errorf("%d successful steps after the lock's Ended event, the first %v", len(after), after[0].Op)
+	}
+	<-time.After(time.Until(until)) // the hand validity is over
+	if l, err := c.client.Acquire(t.Context(), "k", time.Second); err != nil {
+		t.Errorf("after the lost lock's validity another Client could not take the key: %v", err)
+	} else {
+		_ = l.Release(context.Background())
+	}
+}
+
+// TestFairHandedKeepAliveMargin: with finishHand started, KeepAlive of a handed lock
+// while every node hangs still ends the work V/10 before Until at the latest: in review
+// the keeper's last try waited behind one of finishHand's and the work heard of the
+// loss late (82–180 ms before Until, V/10 being 197 ms).
+func TestFairHandedKeepAliveMargin(t *testing.T) {
+	var fast atomic.Bool
+	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond, RetryDelay: switchedDelay(&fast)}
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
+	lock := c.handOver(c.newClient(opts), 30*time.Second, 2*time.Second)
+	fast.Store(true)
+	until := lock.Until()
+	v := time.Until(until) // at most the lock's validity V
+	ended, cause := keptAliveWhileHung(c, lock)
+	if margin := until.Sub(ended); margin < v/10 {
+		t.Errorf("the work heard of the loss %v before Until; KeepAlive promises V/10 (≥ %v)", margin.Round(time.Millisecond), (v / 10).Round(time.Millisecond))
+	}
+	if !errors.Is(cause, redlock.ErrLockLost) {
+		t.Errorf("cause %v, want one matching ErrLockLost", cause)
+	}
+}
+
+// keptAliveWhileHung pauses every node of c, keeps lock alive until KeepAlive gives
+// up, resumes the nodes, and returns when and why the work's context ended.
+func keptAliveWhileHung(c *cluster, lock *redlock.Lock) (ended time.Time, cause error) {
+	for _, s := range c.servers {
+		s.Pause()
+	}
+	defer func() {
+		for _, s := range c.servers {
+			s.Resume()
+		}
+	}()
+	kctx, stop := lock.KeepAlive(context.Background())
+	defer stop()
+	<-kctx.Done()
+	return time.Now(), context.Cause(kctx)
 }

@@ -9,7 +9,8 @@ import (
 // Acquire and TryAcquire, each Extend (KeepAlive's renewals included, marked Renewal),
 // each Release, and a KeepAlive that gave up because the lock was lost without an
 // Extend proving it. It is set with Options.Observer; nil means none, and then the
-// steps do no work for it (no allocation, no extra clock reading).
+// steps do no work for it (no allocation, no extra clock reading). A call given a nil
+// context is refused before anything else, with no event.
 //
 // Observe is called synchronously, once, after the step's outcome is known and after
 // the step has let go of every lock and queue place it held, on the goroutine that ran

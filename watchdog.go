@@ -55,8 +55,10 @@ func (k *keeper) halt(cause error) {
 // with the default DriftFactor; sooner after a failure) and returns a context for the
 // work done under the lock. That context is cancelled:
 //   - when renewal cannot prove the lock is still held: at the latest at Until − a tenth
-//     of that validity (about ttl/10), even if every node hangs; also at once when a
-//     node says our token is gone, or when the wall clock and the monotonic clock drift
+//     of that validity (about ttl/10; for a fair lock that the nodes handed over with
+//     less than its TTL, which KeepAlive first extends to its TTL, a tenth of the
+//     validity of the TTL it was handed with), even if every node hangs; also at once
+//     when a node says our token is gone, or when the wall clock and the monotonic clock drift
 //     apart by more than the drift allowance (the machine was suspended, so the
 //     validity can no longer be trusted). context.Cause then matches ErrLockLost; when
 //     renewals failed, it is a *QuorumError carrying the last renewal's counts and a
@@ -113,11 +115,16 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 		return refuse(fmt.Errorf("redlock: keep alive %q: %w", l.key, err))
 	}
 	l.keeper = k
+	l.endHand() // finishHanded does finishHand's work, after its Extend still out
+	handDone := l.handDone
 	l.mu.Unlock()
 
 	c.keepers.Add(1)
 	go func() {
 		defer c.keepers.Done()
+		if handDone != nil {
+			<-handDone // ends within a node timeout: its Extend, at most
+		}
 		rctx := c.markRenewals(lockCtx, k)
 		cause := l.finishHanded(rctx, k)
 		if cause == nil {
