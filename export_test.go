@@ -122,3 +122,11 @@ func SetHandsOver(on bool) (restore func()) {
 	was := handsOff.Swap(!on)
 	return func() { handsOff.Store(was) }
 }
+
+// FairScriptHashes returns the SHA1s of the scripts a fair Client without fencing runs
+// for a ticket draw, an attempt and a release (fair_ticket.lua, fair_acquire.lua and
+// fair_release.lua, each with the files fair.go puts in front of it), so that a test
+// that puts them together from scripts/ can check that it runs the same text.
+func FairScriptHashes() (ticket, acquire, release string) {
+	return stepFairTicket.script.Hash(), stepFairAcquire.script.Hash(), stepFairRelease.script.Hash()
+}

@@ -27,14 +27,11 @@ type handScripts struct {
 func newHandScripts(t *testing.T) *handScripts {
 	c := newCluster(t, 1, redistest.Options{}, fairOpts)
 	q, l, n := redlock.FairKeys("k")
-	queue := readFile(t, "scripts/fair_queue.lua")
-	owner := readFile(t, "scripts/fair_owner.lua")
+	s := fairScripts(t, nil)
 	return &handScripts{
 		t: t, admin: c.admin[0], keys: []string{"k", q, l, n, redlock.HandKey("k")},
-		draw:    redis.NewScript(queue + readFile(t, "scripts/fair_ticket.lua")),
-		acquire: redis.NewScript(queue + owner + readFile(t, "scripts/fair_acquire.lua")),
-		release: redis.NewScript(queue + owner + readFile(t, "scripts/fair_release.lua")),
-		lease:   60_000, ttl: 30_000,
+		draw: s.draw, acquire: s.acquire, release: s.release,
+		lease: 60_000, ttl: 30_000,
 	}
 }
 

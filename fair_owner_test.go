@@ -339,8 +339,7 @@ func TestFairOwnerReleaseAnswers(t *testing.T) {
 	c := newCluster(t, 1, redistest.Options{}, fairOpts)
 	ctx := t.Context()
 	admin := c.admin[0]
-	script := redis.NewScript(readFile(t, "scripts/fair_queue.lua") +
-		readFile(t, "scripts/fair_owner.lua") + readFile(t, "scripts/fair_release.lua"))
+	script := fairScripts(t, nil).release
 	q, l, n := redlock.FairKeys("k")
 	head := ownerHead("job")
 	ps := admin.Subscribe(ctx, "redlock:fair:c")
