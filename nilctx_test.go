@@ -57,6 +57,9 @@ func TestNilContextRefused(t *testing.T) {
 			}
 			refused("KeepAlive's cause", context.Cause(kctx))
 			refused("Shutdown", c.Shutdown(nilCtx))
+			if owner, ok := redlock.OwnerFrom(nilCtx); ok || owner != "" {
+				t.Errorf("OwnerFrom(nil ctx) = %q, %v; want none", owner, ok)
+			}
 		})
 		// The lock is still held, and its Release works.
 		if _, err := c.TryAcquire(ctx, "nil-ctx", time.Second); !errors.Is(err, redlock.ErrNotAcquired) {

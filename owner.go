@@ -59,13 +59,18 @@ type ownerKey struct{}
 // each other. An empty owner makes Acquire fail with an error; locks taken without an
 // owner are not reentrant and see a reentrant lock as held elsewhere (and the other
 // way round). See docs/reentrant.md for what is guaranteed under faults, and for
-// Options.Fencing with an owner (every hold of a lease gets the lease's token).
+// Options.Fencing with an owner (every hold of a lease gets the lease's token). A nil
+// ctx panics, as it does in context.WithValue, before anything is registered.
 func WithOwner(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, ownerKey{}, owner)
 }
 
-// OwnerFrom returns the owner that WithOwner put into ctx, and whether there is one.
+// OwnerFrom returns the owner that WithOwner put into ctx, and whether there is one
+// (none in a nil ctx).
 func OwnerFrom(ctx context.Context) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
 	owner, ok := ctx.Value(ownerKey{}).(string)
 	return owner, ok
 }

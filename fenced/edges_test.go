@@ -1,6 +1,7 @@
 package fenced_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -84,5 +85,24 @@ func TestBadFenceField(t *testing.T) {
 		if got, _ := rdb.HGet(ctx, key, "value").Result(); got != "kept" {
 			t.Errorf("fence %q: value replaced by %q", bad, got)
 		}
+	}
+}
+
+// TestNilContextRefused: Write, Update and Read given a nil context return an error
+// instead of panicking inside go-redis, which also left the client's pool counting a
+// request that never ended (found in review).
+func TestNilContextRefused(t *testing.T) {
+	rdb := redistest.Start(t, redistest.Options{}).Client()
+	var nilCtx context.Context
+	err := fenced.Write(nilCtx, rdb, "k", "v", 1)
+	_, uerr := fenced.Update(nilCtx, rdb, "k", 1, func(old string) (string, error) { return old + "x", nil })
+	_, _, rerr := fenced.Read(nilCtx, rdb, "k")
+	for name, err := range map[string]error{"Write": err, "Update": uerr, "Read": rerr} {
+		if err == nil || !strings.Contains(err.Error(), "nil context") {
+			t.Errorf("%s(nil ctx) = %v, want a nil context error", name, err)
+		}
+	}
+	if n := rdb.PoolStats().PendingRequests; n != 0 {
+		t.Errorf("go-redis counts %d pending requests after the refused calls", n)
 	}
 }

@@ -38,6 +38,10 @@ var ErrNoToken = errors.New("fenced: token 0: is Options.Fencing set?")
 // other than this package, and no write can be judged against it.
 var ErrBadFence = errors.New("fenced: stored fence is not a token")
 
+// errNilContext refuses a call given a nil context before it reaches go-redis, which
+// panics on one and leaves its pool counting a request that never ends.
+var errNilContext = errors.New("nil context")
+
 // Guard admits actions in fencing-token order for a resource in this process. The zero
 // value is ready to use; a Guard must not be copied after first use.
 type Guard struct {
@@ -95,6 +99,9 @@ const (
 // computed from old data, with a token that passes the fence. Use Update for that. After a network error or a timeout
 // the outcome is unknown: the write may have been applied, or land later.
 func Write(ctx context.Context, rdb redis.Scripter, key, value string, token uint64) error {
+	if ctx == nil {
+		return failure("write", key, errNilContext)
+	}
 	if token == 0 {
 		return failure("write", key, ErrNoToken)
 	}
@@ -155,6 +162,9 @@ func write(ctx context.Context, rdb redis.Scripter, key string, args []any) (cod
 // a timeout the outcome is unknown: the write may have been applied, or land later
 // (only if the hash is then again exactly as read).
 func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn func(old string) (string, error)) (string, error) {
+	if ctx == nil {
+		return "", failure("update", key, errNilContext)
+	}
 	if token == 0 {
 		return "", failure("update", key, ErrNoToken)
 	}
@@ -199,6 +209,9 @@ func Update(ctx context.Context, rdb redis.Cmdable, key string, token uint64, fn
 // both are zero when nothing was written, and the token is 0 for a value seeded without
 // a fence field. A fence field that is not a token is an error (ErrBadFence), not 0.
 func Read(ctx context.Context, rdb redis.Cmdable, key string) (value string, token uint64, err error) {
+	if ctx == nil {
+		return "", 0, failure("read", key, errNilContext)
+	}
 	s, err := read(ctx, rdb, key)
 	if err != nil {
 		return "", 0, failure("read", key, err)
