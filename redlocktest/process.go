@@ -101,6 +101,9 @@ func StartN(t T, n int, opts Options) []*Process {
 // which the caller must call (it also removes the directory); ctx bounds the wait for
 // the first start. Options.Clock works as with Start.
 func StartProcess(ctx context.Context, opts Options) (*Process, error) {
+	if ctx == nil { // before the data directory is made
+		return nil, errors.New("redlocktest: start process: nil context")
+	}
 	bin, err := findBinary(serverBinary)
 	if err != nil {
 		return nil, err

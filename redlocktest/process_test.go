@@ -1,16 +1,18 @@
 package redlocktest
 
 import (
-	"github.com/redlock-go/redlock/internal/redisproc"
-
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 // assertGone fails the test unless every pid names no process at all, not
@@ -166,6 +168,19 @@ func TestStartFailsWithBadArgs(t *testing.T) {
 	fake.runCleanups()
 	if len(fake.errs) > 0 {
 		t.Errorf("cleanup reported errors: %q", fake.errs)
+	}
+}
+
+// TestStartProcessNilContext: a nil context is refused before the data directory is
+// made (it used to panic after, leaving the directory behind).
+func TestStartProcessNilContext(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var nilCtx context.Context
+	if p, err := StartProcess(nilCtx, Options{}); err == nil || !strings.Contains(err.Error(), "nil context") {
+		t.Errorf("StartProcess(nil ctx) = %v, %v; want a nil context error", p, err)
+	}
+	if left, _ := os.ReadDir(os.TempDir()); len(left) > 0 {
+		t.Errorf("StartProcess(nil ctx) left %d entries in TMPDIR, the first %s", len(left), left[0].Name())
 	}
 }
 
