@@ -108,6 +108,46 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 	}()
 }
 
+// finishHanded extends a lock that the nodes handed over with less than its TTL
+// (Lock.handTTL) to that TTL before the keeper's first pass, whose renewals are planned
+// from it (a 30 s lock handed for 1 s made the keeper give up at once: found in
+// review). A failed try is tried again at the retry delay, and it gives up exactly as
+// the keeper's renewals do (renew): no try starts after lastRenewal, and the cause
+// then matches ErrLockLost, so that the work hears of it by Until − V/10 (it used to
+// retry until Until − NodeTimeout and end the work with the last ErrUnavailable:
+// found in review). A non-nil result ends the keeper.
+func (l *Lock) finishHanded(ctx context.Context, k *keeper) error {
+	c := l.c
+	var last *QuorumError // the latest failed try's
+	for try := 1; ; try++ {
+		l.mu.Lock()
+		want, until, ttl := l.handTTL, l.until, l.ttl
+		done := want == 0 || l.released
+		l.mu.Unlock()
+		if done {
+			return nil
+		}
+		_, lastStart := c.lastRenewal(until, ttl)
+		if !c.opts.Clock.Now().Before(lastStart) {
+			return noRenewal(l.key, last)
+		}
+		err := l.Extend(ctx, want)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
+			return err
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		}
+		errors.As(err, &last)
+		wait := min(c.opts.RetryDelay(try), lastStart.Sub(c.opts.Clock.Now()))
+		if err := l.idle(ctx, k, wait); err != nil {
+			return err
+		}
+	}
+}
+
 // handsOff turns off hand registrations (fairEntry.hands), with which the nodes hand a
 // free key to the head of its queue, for the Acquire calls that begin while it is
 // set. Tests compare both ways with it.
