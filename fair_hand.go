@@ -57,22 +57,23 @@ func (w *fairWaiter) handed() *Lock {
 // closed, first: each ends the wait at once (Lock.handEnd, made by the caller), so
 // a lock held briefly leaves no goroutine behind. A failed extension leaves the
 // lock's Until where it was, as a failed Extend does, and is tried again at the retry
-// delay while a step could still be confirmed within the lock's validity: with one
-// try, a majority that missed it for a moment left a 30 s lock to expire with its
-// hand TTL (found in review). KeepAlive ends it (endHand) and does the same itself
-// (finishHanded): both at once made the keeper's last try wait behind one of these
-// and end after Until, and a try of these still out when the keeper gave up the lock
-// as lost revived it for the whole TTL (found in review).
+// delay (with one try, a majority that missed it for a moment left a 30 s lock to
+// expire with its hand TTL: found in review).
+//
+// While a KeepAlive runs, its keeper does this work (finishHanded) and finishHand only
+// waits: if the keeper stops first, it takes up the work again. Its last try starts a
+// node timeout before the keeper's last one (lastRenewal), so that the keeper, whose
+// Extend may wait for that try's to end, still confirms or gives up by Until − V/10,
+// and no try of finishHand is still out when the keeper has given the lock up. (The
+// first way tried, KeepAlive ending finishHand and waiting for its goroutine, waited
+// through the Observer's call too: a Release from that Observe deadlocked, and a slow
+// Observe kept the work going past Until; found in review.)
 func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
 	if !c.enter() { // Close waits for it, and it ends at once when Close begins
 		return
 	}
 	l.mu.Lock()
 	end := l.handEnd
-	done := make(chan struct{})
-	if end != nil {
-		l.handDone = done
-	}
 	l.mu.Unlock()
 	if end == nil { // released or extended already
 		c.inFlight.Done()
@@ -81,7 +82,6 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer c.inFlight.Done()
-		defer close(done)
 		wait := after
 		for try := 1; ; try++ {
 			select {
@@ -92,12 +92,19 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 				return
 			}
 			l.mu.Lock()
-			until := l.until
-			pending := l.handTTL > 0 && !l.released && l.keeper == nil
+			until, held := l.until, l.ttl
+			pending := l.handTTL > 0 && !l.released && !l.lost
+			kept := l.keeper != nil
 			l.mu.Unlock()
-			lastStart := until.Add(-c.opts.NodeTimeout)
-			if !pending || !c.opts.Clock.Now().Before(lastStart) {
-				return // extended, or kept alive (KeepAlive does this), or too late
+			_, keeperLast := c.lastRenewal(until, held)
+			lastStart := keeperLast.Add(-c.opts.NodeTimeout)
+			now := c.opts.Clock.Now()
+			if !pending || !now.Before(lastStart) {
+				return // extended, released or lost, or too late
+			}
+			wait = min(c.opts.RetryDelay(try), lastStart.Sub(now))
+			if kept {
+				continue // the keeper does it; look again later
 			}
 			err := l.Extend(ctx, ttl)
 			if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrClosed) {

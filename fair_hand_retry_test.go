@@ -41,15 +41,9 @@ func switchedDelay(fast *atomic.Bool) func(int) time.Duration {
 // lock is valid: with one try (found in review), a blip of 2 nodes of 3 left the 30 s
 // lock to expire 2 s after its grant, and another Client took the key.
 func TestFairHandFinishRetries(t *testing.T) {
-	var fast atomic.Bool
 	watch := &extendWatch{failed: make(chan redlock.Event, 1)}
-	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond,
-		RetryDelay: switchedDelay(&fast), Observer: watch}
-	const lease = 2 * time.Second // 10 × NodeTimeout
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
-	lock := c.handOver(c.newClient(opts), 30*time.Second, lease)
+	c, lock := handedFor(t, 30*time.Second, watch)
 	defer lock.Release(context.Background())
-	fast.Store(true)
 	granted := lock.Until()
 	c.servers[0].Pause()
 	c.servers[1].Pause()
@@ -123,13 +117,8 @@ func okAfterEnded(events []redlock.Event) []redlock.Event {
 // keeper gave up succeeded once the majority was back, and the lock the work was told
 // it lost held the key for its whole 30 s TTL.
 func TestFairHandKeptAliveStaysLost(t *testing.T) {
-	var fast atomic.Bool
 	events := newEventLog()
-	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond,
-		RetryDelay: switchedDelay(&fast), Observer: events}
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
-	lock := c.handOver(c.newClient(opts), 30*time.Second, 2*time.Second)
-	fast.Store(true)
+	c, lock := handedFor(t, 30*time.Second, events)
 	until := lock.Until()
 	c.servers[0].Pause()
 	c.servers[1].Pause()
@@ -161,11 +150,7 @@ func TestFairHandKeptAliveStaysLost(t *testing.T) {
 // the keeper's last try waited behind one of finishHand's and the work heard of the
 // loss late (82–180 ms before Until, V/10 being 197 ms).
 func TestFairHandedKeepAliveMargin(t *testing.T) {
-	var fast atomic.Bool
-	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond, RetryDelay: switchedDelay(&fast)}
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
-	lock := c.handOver(c.newClient(opts), 30*time.Second, 2*time.Second)
-	fast.Store(true)
+	c, lock := handedFor(t, 30*time.Second, nil)
 	until := lock.Until()
 	v := time.Until(until) // at most the lock's validity V
 	ended, cause := keptAliveWhileHung(c, lock)
@@ -192,4 +177,19 @@ func keptAliveWhileHung(c *cluster, lock *redlock.Lock) (ended time.Time, cause 
 	defer stop()
 	<-kctx.Done()
 	return time.Now(), context.Cause(kctx)
+}
+
+// handedFor returns the cluster and a lock that its nodes handed over to a fair Client
+// (NodeTimeout 200 ms, FairLease 2 s, observed by ob if not nil) for ttl. The Client's
+// retry delay is long until the grant, so that its waiter waits for the hand-over, and
+// 50 ms after it (switchedDelay).
+func handedFor(t *testing.T, ttl time.Duration, ob redlock.Observer) (*cluster, *redlock.Lock) {
+	t.Helper()
+	var fast atomic.Bool
+	opts := redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond,
+		RetryDelay: switchedDelay(&fast), Observer: ob}
+	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: 200 * time.Millisecond})
+	lock := c.handOver(c.newClient(opts), ttl, 2*time.Second)
+	fast.Store(true)
+	return c, lock
 }

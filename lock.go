@@ -43,10 +43,6 @@ type Lock struct {
 	// nothing left to do (endHand): the lock was released or extended first. Without it
 	// every hand-over left a goroutine and a timer behind for half the validity.
 	handEnd chan struct{}
-	// handDone is closed when finishHand's goroutine has returned (nil if it never
-	// ran): KeepAlive, which ends that goroutine (endHand) and does its work itself,
-	// waits for its Extend still out before its own first one (see KeepAlive).
-	handDone chan struct{}
 }
 
 // endHand ends finishHand's wait for l, if any. Callers hold l.mu.

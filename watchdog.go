@@ -115,16 +115,11 @@ func (l *Lock) KeepAlive(ctx context.Context) (lockCtx context.Context, stop fun
 		return refuse(fmt.Errorf("redlock: keep alive %q: %w", l.key, err))
 	}
 	l.keeper = k
-	l.endHand() // finishHanded does finishHand's work, after its Extend still out
-	handDone := l.handDone
 	l.mu.Unlock()
 
 	c.keepers.Add(1)
 	go func() {
 		defer c.keepers.Done()
-		if handDone != nil {
-			<-handDone // ends within a node timeout: its Extend, at most
-		}
 		rctx := c.markRenewals(lockCtx, k)
 		cause := l.finishHanded(rctx, k)
 		if cause == nil {
