@@ -64,10 +64,13 @@ func (w *fairWaiter) handed() *Lock {
 // waits: if the keeper stops first, it takes up the work again. Its last try starts a
 // node timeout before the keeper's last one (lastRenewal), so that the keeper, whose
 // Extend may wait for that try's to end, still confirms or gives up by Until − V/10,
-// and no try of finishHand is still out when the keeper has given the lock up. (The
-// first way tried, KeepAlive ending finishHand and waiting for its goroutine, waited
-// through the Observer's call too: a Release from that Observe deadlocked, and a slow
-// Observe kept the work going past Until; found in review.)
+// and no try of finishHand is still out when the keeper has given the lock up. These
+// conditions are checked once the try holds the lock's op (extend's guard): checked
+// before, a try that waited for the op behind the caller's Extend ran late, beside a
+// keeper begun meanwhile, or after the caller's Extend had chosen the TTL (found in
+// review). (The first way tried, KeepAlive ending finishHand and waiting for its
+// goroutine, waited through the Observer's call too: a Release from that Observe
+// deadlocked, and a slow Observe kept the work going past Until; found in review.)
 func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Duration) {
 	if !c.enter() { // Close waits for it, and it ends at once when Close begins
 		return
@@ -92,27 +95,39 @@ func (c *Client) finishHand(ctx context.Context, l *Lock, after, ttl time.Durati
 				return
 			}
 			l.mu.Lock()
-			until, held := l.until, l.ttl
-			pending := l.handTTL > 0 && !l.released && !l.lost
-			kept := l.keeper != nil
+			pending, kept, lastStart := l.handPending()
 			l.mu.Unlock()
-			_, keeperLast := c.lastRenewal(until, held)
-			lastStart := keeperLast.Add(-c.opts.NodeTimeout)
-			now := c.opts.Clock.Now()
-			if !pending || !now.Before(lastStart) {
+			if !pending || !c.opts.Clock.Now().Before(lastStart) {
 				return // extended, released or lost, or too late
 			}
-			wait = min(c.opts.RetryDelay(try), lastStart.Sub(now))
-			if kept {
-				continue // the keeper does it; look again later
+			if !kept { // else the keeper does it: look again later
+				err := l.extend(ctx, ttl, l.handTry)
+				if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrClosed) {
+					return
+				}
 			}
-			err := l.Extend(ctx, ttl)
-			if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrClosed) {
-				return
-			}
-			wait = min(c.opts.RetryDelay(try), lastStart.Sub(c.opts.Clock.Now()))
+			// At least a tenth of a node timeout: a RetryDelay of 0 made the looks a
+			// busy loop while a keeper ran (found in review).
+			wait = max(min(c.opts.RetryDelay(try), lastStart.Sub(c.opts.Clock.Now())), c.opts.NodeTimeout/10)
 		}
 	}()
+}
+
+// handPending reports whether l still waits to be extended to its TTL (handTTL: not
+// extended, released or lost since), whether a keeper runs, and the last moment a try
+// of finishHand may start: a node timeout before the keeper's last one (lastRenewal).
+// Callers hold l.mu.
+func (l *Lock) handPending() (pending, kept bool, lastStart time.Time) {
+	_, keeperLast := l.c.lastRenewal(l.until, l.ttl)
+	return l.handTTL > 0 && !l.released && !l.lost, l.keeper != nil, keeperLast.Add(-l.c.opts.NodeTimeout)
+}
+
+// handTry is the guard of finishHand's extend (see extend): the try goes ahead only if
+// it is still wanted, no keeper runs, and it starts (at now, holding l.op) in time.
+// Callers hold l.mu.
+func (l *Lock) handTry(now time.Time) bool {
+	pending, kept, lastStart := l.handPending()
+	return pending && !kept && now.Before(lastStart)
 }
 
 // finishHanded extends a lock that the nodes handed over with less than its TTL

@@ -126,54 +126,10 @@ func TestFairHandSlowObserveDoesNotHoldKeeper(t *testing.T) {
 // one (in review, the keeper waited for a late try of finishHand and the work heard of
 // the loss near Until).
 func TestFairHandKeeperNotDelayedByLateTry(t *testing.T) {
-	watch := &extendWatch{failed: make(chan redlock.Event, 1)}
-	var target atomic.Int64 // when finishHand's retry should start (UnixNano), 0: none yet
-	var fast atomic.Bool
-	delay := func(int) time.Duration {
-		if !fast.Load() {
-			return 10 * time.Second
-		}
-		if at := target.Load(); at != 0 {
-			return max(time.Until(time.Unix(0, at)), 0)
-		}
-		return 50 * time.Millisecond
-	}
-	const nt = 200 * time.Millisecond
-	opts := redlock.Options{Fair: true, NodeTimeout: nt, RetryDelay: delay, Observer: watch}
-	c := newCluster(t, 3, redistest.Options{}, redlock.Options{Fair: true, NodeTimeout: nt})
-	lock := c.handOver(c.newClient(opts), 30*time.Second, 2*time.Second)
-	until := lock.Until()
-	v := time.Until(until) // at most V
+	_, lock, until, v, _ := lateHand(t, 200*time.Millisecond, nil)
 	promise := until.Add(-v / 10)
-	// finishHand's retry starts 40 ms before its own last start (Until - NodeTimeout).
-	target.Store(until.Add(-nt - 40*time.Millisecond).UnixNano())
-	fast.Store(true)
-	for _, s := range c.servers {
-		s.Pause()
-	}
-	defer func() {
-		for _, s := range c.servers {
-			s.Resume()
-		}
-	}()
-	select {
-	case <-watch.failed: // finishHand's first try
-	case <-time.After(5 * time.Second):
-		t.Fatal("finishHand's Extend did not fail")
-	}
-	time.Sleep(time.Until(promise.Add(-30 * time.Millisecond))) // the late retry is out
-	called := time.Now()
-	kctx, stop := lock.KeepAlive(context.Background())
-	defer stop()
-	<-kctx.Done()
-	ended := time.Now()
-	t.Logf("KeepAlive called %v before Until - V/10; the work ended %v before Until (V/10 >= %v); cause %v",
-		promise.Sub(called).Round(time.Millisecond), until.Sub(ended).Round(time.Millisecond),
-		(v / 10).Round(time.Millisecond), context.Cause(kctx))
-	if ended.After(promise) {
-		t.Errorf("the work heard of the loss %v after Until - V/10 (%v before Until)",
-			ended.Sub(promise).Round(time.Millisecond), until.Sub(ended).Round(time.Millisecond))
-	}
+	time.Sleep(time.Until(promise.Add(-30 * time.Millisecond))) // a retry of finishHand is out
+	keepAliveEndsBy(t, lock, until, promise)
 }
 
 // TestFairHandStoppedKeepAliveLeavesFinisher: a KeepAlive stopped before it extended

@@ -165,14 +165,7 @@ func TestFairHandedKeepAliveMargin(t *testing.T) {
 // keptAliveWhileHung pauses every node of c, keeps lock alive until KeepAlive gives
 // up, resumes the nodes, and returns when and why the work's context ended.
 func keptAliveWhileHung(c *cluster, lock *redlock.Lock) (ended time.Time, cause error) {
-	for _, s := range c.servers {
-		s.Pause()
-	}
-	defer func() {
-		for _, s := range c.servers {
-			s.Resume()
-		}
-	}()
+	defer c.hangAll()()
 	kctx, stop := lock.KeepAlive(context.Background())
 	defer stop()
 	<-kctx.Done()
@@ -192,4 +185,17 @@ func handedFor(t *testing.T, ttl time.Duration, ob redlock.Observer) (*cluster, 
 	lock := c.handOver(c.newClient(opts), ttl, 2*time.Second)
 	fast.Store(true)
 	return c, lock
+}
+
+// hangAll pauses every node of c (SIGSTOP: each call hangs until the node resumes) and
+// returns the function that resumes them.
+func (c *cluster) hangAll() (resume func()) {
+	for _, s := range c.servers {
+		s.Pause()
+	}
+	return func() {
+		for _, s := range c.servers {
+			s.Resume()
+		}
+	}
 }

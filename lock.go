@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -124,15 +125,32 @@ func (l *Lock) validUntil() time.Time {
 // counter is not above the lock's fencing token). Healing is best effort and does not
 // delay Extend's result. A lock that lost its majority is never brought back: Extend
 // never re-creates a key unless the same step proved the lock still held.
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return nilContextError("extend", l.key)
 	}
+	return l.extend(ctx, ttl, nil)
+}
+
+// errExtendSkipped is extend's answer when its guard said no: nothing was sent.
+var errExtendSkipped = errors.New("redlock: extend skipped")
+
+// extend is Extend. A guard, if not nil, is asked (with l.mu held, and the time the
+// step starts) once the step holds l.op, so that nothing else runs on the lock: false
+// skips the step, which then sends nothing, reports no Observer event and returns
+// errExtendSkipped. finishHand's tries need it: what they checked before can change
+// while they wait for l.op (found in review: a KeepAlive begun meanwhile, or the
+// caller's own Extend).
+func (l *Lock) extend(ctx context.Context, ttl time.Duration, guard func(now time.Time) bool) (err error) {
 	c := l.c
 	var ob stepObs
 	if c.observing() {
 		ob.start, ob.ttl = c.opts.Clock.Now(), ttl
-		defer func() { l.observeStep(ctx, OpExtend, &ob, err) }()
+		defer func() {
+			if err != errExtendSkipped {
+				l.observeStep(ctx, OpExtend, &ob, err)
+			}
+		}()
 	}
 	if err := c.opts.checkTTL(ttl); err != nil {
 		return err
@@ -142,7 +160,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}
 	defer l.end()
 	start := c.opts.Clock.Now()
-	if err := l.check("extend", start); err != nil {
+	if err := l.checkGuarded("extend", start, guard); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -381,6 +399,12 @@ func earlier(a, b time.Time) time.Time {
 
 // check returns ErrLockLost if the lock was released or its validity is over at now.
 func (l *Lock) check(op string, now time.Time) error {
+	return l.checkGuarded(op, now, nil)
+}
+
+// checkGuarded is check, then, if guard is not nil, guard(now) under the same hold of
+// l.mu: errExtendSkipped if it says no (see extend).
+func (l *Lock) checkGuarded(op string, now time.Time, guard func(time.Time) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
@@ -391,6 +415,9 @@ func (l *Lock) check(op string, now time.Time) error {
 	}
 	if !now.Before(l.until) {
 		return lostError(op, l.key, fmt.Sprintf("validity ran out %v ago", now.Sub(l.until).Round(time.Millisecond)))
+	}
+	if guard != nil && !guard(now) {
+		return errExtendSkipped
 	}
 	return nil
 }
