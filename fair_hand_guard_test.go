@@ -209,3 +209,37 @@ func TestFairHandTryAfterCallerExtendSkipped(t *testing.T) {
 
 var _ = fmt.Sprint
 var _ sync.Mutex
+
+// TestFairHandTryAfterReleaseReportsNoExtend: a try of finishHand waits for the lock's
+// op behind the caller's Extend; meanwhile the caller releases the lock. The try then
+// finds the lock released: it sends nothing and reports no Extend event either (in
+// review it reported a lost Extend the caller never made).
+func TestFairHandTryAfterReleaseReportsNoExtend(t *testing.T) {
+	const nt = 200 * time.Millisecond
+	events := newEventLog()
+	c, lock, _, _, check := lateHand(t, nt, events)
+	time.Sleep(time.Until(check.Add(-15 * time.Millisecond)))
+	events.take() // finishHand's first try
+	callerDone := make(chan error, 1)
+	go func() { callerDone <- lock.Extend(context.Background(), 30*time.Second) }() // holds op for nt
+	time.Sleep(time.Until(check.Add(30 * time.Millisecond)))                        // finishHand's try waits for op
+	relDone := make(chan error, 1)
+	go func() { relDone <- lock.Release(context.Background()) }()
+	t.Logf("caller's Extend: %v", <-callerDone)
+	for _, s := range c.servers {
+		s.Resume()
+	}
+	t.Logf("caller's Release: %v", <-relDone)
+	time.Sleep(2 * nt)
+	lock.WaitForCalls()
+	extends := 0
+	for _, e := range events.take() {
+		t.Logf("event %v outcome=%v renewal=%v err=%v", e.Op, e.Outcome, e.Renewal, e.Err)
+		if e.Op == redlock.OpExtend {
+			extends++
+		}
+	}
+	if extends != 1 {
+		t.Errorf("%d Extend events, want 1 (the caller's): finishHand's try reported one the caller never made", extends)
+	}
+}

@@ -402,11 +402,15 @@ func (l *Lock) check(op string, now time.Time) error {
 	return l.checkGuarded(op, now, nil)
 }
 
-// checkGuarded is check, then, if guard is not nil, guard(now) under the same hold of
-// l.mu: errExtendSkipped if it says no (see extend).
+// checkGuarded is check after guard(now), if guard is not nil, under the same hold of
+// l.mu: errExtendSkipped if the guard says no (see extend), first, so that a skipped
+// try reports nothing, also on a lock released or lost meanwhile (found in review).
 func (l *Lock) checkGuarded(op string, now time.Time, guard func(time.Time) bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if guard != nil && !guard(now) {
+		return errExtendSkipped
+	}
 	if l.released {
 		return lostError(op, l.key, "already released")
 	}
@@ -415,9 +419,6 @@ func (l *Lock) checkGuarded(op string, now time.Time, guard func(time.Time) bool
 	}
 	if !now.Before(l.until) {
 		return lostError(op, l.key, fmt.Sprintf("validity ran out %v ago", now.Sub(l.until).Round(time.Millisecond)))
-	}
-	if guard != nil && !guard(now) {
-		return errExtendSkipped
 	}
 	return nil
 }
