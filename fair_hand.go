@@ -153,9 +153,11 @@ func (l *Lock) finishHanded(ctx context.Context, k *keeper) error {
 		if !c.opts.Clock.Now().Before(lastStart) {
 			return noRenewal(l.key, last)
 		}
-		err := l.Extend(ctx, want)
+		// Asked again once the Extend holds the lock's op: the caller's own Extend,
+		// which it may have waited for, chose the TTL (found in review).
+		err := l.extend(ctx, want, func(time.Time) bool { return l.handTTL > 0 })
 		switch {
-		case err == nil:
+		case err == nil, err == errExtendSkipped:
 			return nil
 		case errors.Is(err, ErrLockLost), errors.Is(err, ErrClosed):
 			return err

@@ -243,3 +243,27 @@ func TestFairHandTryAfterReleaseReportsNoExtend(t *testing.T) {
 		t.Errorf("%d Extend events, want 1 (the caller's): finishHand's try reported one the caller never made", extends)
 	}
 }
+
+// TestFairHandKeeperKeepsCallerTTL: KeepAlive's first extension of a handed lock (to
+// the Acquire's TTL) that waits for the lock's op behind the caller's own Extend to
+// 3 s, which succeeds, leaves the TTL the caller chose (in review it extended the lock
+// to the Acquire's 30 s).
+func TestFairHandKeeperKeepsCallerTTL(t *testing.T) {
+	c, lock := handedFor(t, 30*time.Second, nil)
+	resume := c.hangAll()
+	callerDone := make(chan error, 1)
+	go func() { callerDone <- lock.Extend(context.Background(), 3*time.Second) }() // holds the op
+	time.Sleep(20 * time.Millisecond)
+	_, stop := lock.KeepAlive(context.Background()) // its first Extend waits for the op
+	defer stop()
+	time.Sleep(50 * time.Millisecond)
+	resume() // the caller's Extend is answered within its node timeout
+	if err := <-callerDone; err != nil {
+		t.Fatalf("the caller's Extend: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the keeper's first Extend has run, or been skipped
+	lock.WaitForCalls()
+	if left := time.Until(lock.Until()); left > 5*time.Second {
+		t.Errorf("after the caller's Extend to 3 s the lock is valid for %v: KeepAlive extended it to the Acquire's TTL", left.Round(time.Millisecond))
+	}
+}
