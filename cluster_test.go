@@ -65,6 +65,7 @@ func TestClusterMembers(t *testing.T) {
 	m := newMembers(t)
 	t.Run("fencing", func(t *testing.T) { clusterFencing(t, m) })
 	t.Run("release wakes another Client", func(t *testing.T) { clusterWakeUp(t, m) })
+	t.Run("release announced on clusters only", func(t *testing.T) { clusterOnlyWakeUp(t, m) })
 	t.Run("handoff inside a Client", func(t *testing.T) { clusterHandoff(t, m) })
 	t.Run("healing", func(t *testing.T) { clusterHealing(t, m, false) })
 	t.Run("healing with fencing", func(t *testing.T) { clusterHealing(t, m, true) })
@@ -144,18 +145,22 @@ func masterOf(t *testing.T, c *redistest.Cluster, key string) *redistest.Server 
 }
 
 // clusterWakeUp: with polling off, a waiter in another Client wakes when the holder
-// releases. release.lua PUBLISHes from inside a script on the key's master; on a
-// cluster the message goes over the cluster bus to every node, including the master
-// the waiter's subscription is on. The key is chosen so that those two masters differ.
+// releases. The releasing Client announces the release with one PUBLISH on the key's
+// lead member (Client.announce). The key is chosen so that its lead is a cluster on
+// which the key's master differs from the channel's: the message goes over the
+// cluster bus to every master, including the one the waiter's subscription is on, and
+// release.lua's count of subscribers, made on the key's master, cannot see the waiter
+// there (the announcement is sent all the same when a member is a cluster).
 func clusterWakeUp(t *testing.T, m *members) {
-	key := ""
+	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
+	key, lead := "", -1
 	for i := 0; key == ""; i++ {
 		k := fmt.Sprintf("wake%d", i)
-		if masterOf(t, m.clusters[0], k) != masterOf(t, m.clusters[0], redlock.ReleaseChannel(k)) {
-			key = k
+		if l := holder.Lead(k); l >= 0 && l < len(m.clusters) &&
+			masterOf(t, m.clusters[l], k) != masterOf(t, m.clusters[l], redlock.ReleaseChannel(k)) {
+			key, lead = k, l
 		}
 	}
-	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	lock, err := holder.TryAcquire(ctx, key, time.Minute)
@@ -164,23 +169,21 @@ func clusterWakeUp(t *testing.T, m *members) {
 	}
 	lock.WaitForCalls()
 
-	// Listeners of our own, on each cluster, to see each announcement arrive.
+	// A listener of our own on the lead cluster, to see the announcement arrive.
 	ch := redlock.ReleaseChannel(key)
-	var heard []<-chan *redis.Message
-	for _, c := range m.clusters {
-		ps := c.ClusterClient().Subscribe(ctx, ch)
-		t.Cleanup(func() { ps.Close() })
-		if _, err := ps.Receive(ctx); err != nil { // the subscription is confirmed
-			t.Fatal(err)
-		}
-		heard = append(heard, ps.Channel())
+	ps := m.clusters[lead].ClusterClient().Subscribe(ctx, ch)
+	t.Cleanup(func() { ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil { // the subscription is confirmed
+		t.Fatal(err)
 	}
+	heard := ps.Channel()
 
 	results := acquireAsync(ctx, waiter, key, time.Minute)
 	// The waiter's subscriptions: on some master of each cluster (go-redis picks one),
-	// next to ours, and on the plain server. PUBSUB NUMSUB counts a node's own clients.
+	// next to ours on the lead, and on the plain server. PUBSUB NUMSUB counts a node's
+	// own clients.
 	eventually(t, "the waiter's subscriptions", func() bool {
-		for _, c := range m.clusters {
+		for i, c := range m.clusters {
 			var subs int64
 			for _, master := range c.Masters {
 				n, err := master.Client().PubSubNumSub(ctx, ch).Result()
@@ -189,7 +192,7 @@ func clusterWakeUp(t *testing.T, m *members) {
 				}
 				subs += n[ch]
 			}
-			if subs < 2 {
+			if want := map[bool]int64{true: 2, false: 1}[i == lead]; subs < want {
 				return false
 			}
 		}
@@ -197,6 +200,7 @@ func clusterWakeUp(t *testing.T, m *members) {
 		return err == nil && n[ch] == 1
 	})
 	eventually(t, "the waiter to be woken once its subscriptions were made", func() bool { return waiter.Wakes(key) >= 1 })
+	wakes := waiter.Wakes(key)
 	released := time.Now()
 	if err := lock.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -206,19 +210,60 @@ func clusterWakeUp(t *testing.T, m *members) {
 	if took := r.at.Sub(released); took > 2*time.Second {
 		t.Errorf("the waiter got the lock %v after the release, want promptly", took)
 	}
-	for i, msgs := range heard {
-		select {
-		case msg := <-msgs:
-			if msg.Payload != lock.Token() {
-				t.Errorf("cluster %d announced %q, want the released token", i+1, msg.Payload)
+	select {
+	case msg := <-heard:
+		if msg.Payload != "!"+lock.Token() {
+			t.Errorf("the lead cluster announced %q, want the releasing Client's notice of its token", msg.Payload)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("no announcement on the lead cluster")
+	}
+	eventually(t, "the waiter to hear the announcement", func() bool { return waiter.Wakes(key) > wakes })
+	if err := r.lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterOnlyWakeUp: a quorum of the two clusters alone, and a key whose master differs
+// from its channel's on both, so that release.lua counts no subscriber on any node
+// that deleted the key: the release is announced all the same, and the waiter in
+// another Client (polling off) gets the lock at once.
+func clusterOnlyWakeUp(t *testing.T, m *members) {
+	newClient := func() *redlock.Client {
+		c, err := redlock.New(m.rdbs()[:len(m.clusters)], noPolling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	holder, waiter := newClient(), newClient()
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("only%d", i)
+		key = k
+		for _, c := range m.clusters {
+			if masterOf(t, c, k) == masterOf(t, c, redlock.ReleaseChannel(k)) {
+				key = ""
 			}
-		case <-time.After(5 * time.Second):
-			t.Errorf("cluster %d: no announcement on another master than the key's", i+1)
 		}
 	}
-	// Whatever won the race to the lock, the announcements of a majority reached the
-	// waiter's Client: the wake-up after its subscriptions, then this one.
-	eventually(t, "the waiter to hear a majority announce the release", func() bool { return waiter.Wakes(key) >= 2 })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	lock, err := holder.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := acquireAsync(ctx, waiter, key, time.Minute)
+	eventually(t, "the waiter to be woken once its subscriptions were made", func() bool { return waiter.Wakes(key) >= 1 })
+	released := time.Now()
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	if took := r.at.Sub(released); took > 2*time.Second {
+		t.Errorf("the waiter got the lock %v after the release, want promptly", took)
+	}
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

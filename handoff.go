@@ -217,10 +217,10 @@ func (t *ticket) heldHere(now time.Time, owner string) time.Time {
 
 // released wakes the key's waiters after this Client released l. A courtesy above
 // zero makes the head wait that long first (see pause). heard is the largest reply of
-// release.lua (1 + the subscribers that heard the announcement on one node); when
-// other Clients heard it, a new Acquire of this Client for the key in the next yield
-// lets them go first (see yielding).
-func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) {
+// release.lua (1 + the subscribers to the key's release channel on one node); when
+// other Clients listen, a new Acquire of this Client for the key in the next yield
+// lets them go first (see yielding). It returns how many other Clients listen.
+func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) (others int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if hs := slices.DeleteFunc(q.held[l.key], func(h *Lock) bool { return h == l }); len(hs) > 0 {
@@ -235,12 +235,9 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 		kq.courtesy, kq.gone = courtesy, l.token
 		kq.wakeUp(courtesy > 0)
 	}
-	others := heard - 1
-	if kq != nil && kq.subscribed && !q.c.opts.Fair {
-		others-- // this Client's own subscription (a fair release is heard by the head's Client only)
-	}
+	others = q.othersIn(kq, heard)
 	if others <= 0 || courtesy > 0 || yield <= 0 {
-		return
+		return others
 	}
 	if q.yields == nil {
 		q.yields = make(map[string]yieldRecord)
@@ -255,6 +252,7 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	if len(q.yields) < maxYields {
 		q.yields[l.key] = yieldRecord{until: now.Add(yield), gone: l.token}
 	}
+	return others
 }
 
 // othersQueued reports, for a fair Acquire (Options.Fair) about to make its first
@@ -295,4 +293,25 @@ func (q *queues) yielding(key string, now time.Time) (d time.Duration, gone stri
 type yieldRecord struct {
 	until time.Time
 	gone  string
+}
+
+// othersListening returns how many other Clients than this one listen for key's
+// releases, from heard, the largest reply of release.lua.
+func (q *queues) othersListening(key string, heard int64) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.othersIn(q.keys[key], heard)
+}
+
+// othersIn returns how many other Clients than this one listen for the releases of the
+// key whose state is kq (nil: none here), from heard, the largest reply of
+// release.lua: 1 + the subscribers to its release channel on one node, this Client's
+// own subscription among them. A fair release is heard by the head's Client only.
+// Callers hold q.mu.
+func (q *queues) othersIn(kq *keyQueue, heard int64) int64 {
+	others := heard - 1
+	if kq != nil && kq.subscribed && !q.c.opts.Fair {
+		others--
+	}
+	return others
 }

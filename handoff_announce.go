@@ -9,35 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// releaseChannel is the pub/sub channel on which release.lua announces that key was
-// released; the message is the released (now dead) token.
-func releaseChannel(key string) string { return "redlock:released:" + key } // as in release.lua
-
-// fairPrefix begins every fair Client's channel (fairChannel).
-const fairPrefix = "redlock:fair:"
-
-// fairChannel is the pub/sub channel on which fair_release.lua tells the head of a
-// key's queue that the key is free, when the head is a waiter of the Client named
-// client (queues.fairID): one channel per Client for all its keys, so that a waiter
-// for a key new to its Client needs no SUBSCRIBE first. The message is "<token>
-// <waiter id>"; the waiter id tells the Client which key (queues.fairKeys).
-func fairChannel(client string) string { return fairPrefix + client } // as in fair_queue.lua
-
-// isFairChannel reports whether ch is this Client's fair channel (fairChannel).
-func (q *queues) isFairChannel(ch string) bool {
-	return q.c.opts.Fair && len(ch) == len(fairPrefix)+len(q.fairID) &&
-		ch[:len(fairPrefix)] == fairPrefix && ch[len(fairPrefix):] == q.fairID
-}
-
-// channel returns the channel this Client subscribes to for key's wake-ups: with
-// Options.Fair its own channel, the same for every key.
-func (q *queues) channel(key string) string {
-	if q.c.opts.Fair {
-		return fairChannel(q.fairID)
-	}
-	return releaseChannel(key)
-}
-
 // subscribe asks every node to announce releases of the key to this Client. With
 // Options.Fair it subscribes the Client's channel, once for every key: the key's state
 // is not marked subscribed, so it goes when its last waiter leaves (no linger).
@@ -69,10 +40,13 @@ func (t *ticket) subscribe() {
 }
 
 // notice counts one node's announcement msg on channel, and wakes the key's waiters
-// once a majority of nodes announced it: that token was released (msg is the token), or
+// once a majority of nodes announced it: that token was released (msg is the token, as
+// an earlier version's release.lua sent it from every node), or
 // with Options.Fair that the key is free and a waiter of this Client is the head of
 // its queue (msg is "<token> <waiter id>", counted as one: a majority must name the
-// same waiter for the same release), and then that waiter attempts (nameHead).
+// same waiter for the same release), and then that waiter attempts (nameHead). A
+// releasing Client's "!<token>" (Client.announce) is sent once a majority deleted the
+// key, and wakes them by itself.
 func (q *queues) notice(node int, channel, msg string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -85,6 +59,10 @@ func (q *queues) notice(node int, channel, msg string) {
 		return
 	}
 	n := len(q.c.nodes)
+	if !q.c.opts.Fair && strings.HasPrefix(msg, announcePrefix) {
+		kq.announced(msg[len(announcePrefix):]) // a releasing Client's, after its majority
+		return
+	}
 	if q.c.opts.Fair && strings.HasPrefix(msg, "=") {
 		if kq.handedBy(node, msg, n) {
 			kq.nameHead(namedIn(msg))
@@ -102,12 +80,11 @@ func (q *queues) notice(node int, channel, msg string) {
 		return
 	}
 	q.stopPartial(partial) // the majority came: nothing left for it to do
-	kq.courtesy = 0
 	if !q.c.opts.Fair {
-		kq.gone = msg
-		kq.wakeUp(true)
+		kq.announced(msg) // a node's, counted: an earlier version's release.lua
 		return
 	}
+	kq.courtesy = 0
 	kq.nameHead(namedIn(msg))
 }
 
@@ -325,16 +302,18 @@ func (q *queues) follow(ls *listener) {
 // announcements reach this Client. When that makes a majority, or when a node counted
 // already confirms again (it reconnected, and may have announced a release meanwhile),
 // a release announced between the head's last attempt and now was missed: the key's
-// waiters are woken, and every fair waiter attempts once (nameAll). So does the last
-// node's confirmation: a node that confirmed after the majority may have sent, before
-// it did, a notice that counted (a plain lock held on a bare majority needs every
-// holder's notice; one node's is enough to make a fair waiter attempt, see
-// partialNotice), which left the waiter to RetryDelay. Not at each confirmation past
-// the majority: the last one covers the earlier ones, and on a fresh key every fair
-// waiter would attempt once more per node (see settle). These wake-ups are checks: the
-// attempts they cause do not count toward Options.MaxAttempts (waiter.checked). With
-// Options.Fair the channel is the Client's own, for all its keys, and every key with
-// fair waiters is checked.
+// waiters are woken, and every fair waiter attempts once (nameAll). For a fair Client
+// so does the last node's confirmation: a node that confirmed after the majority may
+// have sent, before it did, a notice that counted (one node's is enough to make a fair
+// waiter attempt, see partialNotice), which left the waiter to RetryDelay; not each
+// confirmation past the majority, as the last one covers the earlier ones, and on a
+// fresh key every fair waiter would attempt once more per node (see settle). For a
+// plain key each confirmation past the majority is checked: a release is announced on
+// one node (Client.announce), and the waiter missed it if that node confirmed after
+// it (a node down may keep the last confirmation from ever coming). These wake-ups are
+// checks: the attempts they cause do not count toward Options.MaxAttempts
+// (waiter.checked). With Options.Fair the channel is the Client's own, for all its
+// keys, and every key with fair waiters is checked.
 func (q *queues) listening(i int, channel string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -354,7 +333,8 @@ func (q *queues) listening(i int, channel string) {
 		}
 		return
 	}
-	if kq := q.keys[q.chans[channel]]; kq != nil && confirmed(&kq.listening, i, len(q.c.nodes)) {
+	if kq := q.keys[q.chans[channel]]; kq != nil &&
+		(confirmed(&kq.listening, i, len(q.c.nodes)) || len(kq.listening) > len(q.c.nodes)/2) {
 		kq.recheck()
 	}
 }

@@ -295,7 +295,10 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	end := c.opts.Clock.Now()
 	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
 	// of handoffs this Client's head steps back (courtesyFor).
-	c.queues.released(l, courtesyFor(capped, t.high, end.Sub(start)), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	others := c.queues.released(l, courtesyFor(capped, t.high, end.Sub(start)), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	if !c.opts.Fair && t.won() && c.announceTo(others) {
+		c.announce(l.key, l.token) // the nodes announce nothing (release.lua)
+	}
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}

@@ -1,5 +1,5 @@
 -- reentrant_release.lua: remove one hold from an owner's lock on one node; the key goes
--- when no hold is left, and that is announced as release.lua does. A fenced lease's
+-- when no hold is left, counted as release.lua does. A fenced lease's
 -- token ("#<token>|" after the head, see reentrant_fenced_acquire.lua) is not a hold.
 --
 -- KEYS[1]  the lock key
@@ -10,9 +10,10 @@
 -- untouched); 0 when the key is absent or does not list this hold (nothing of ours:
 -- also a copy of this call re-sent after the first one removed the hold); 1 when it
 -- removed the hold and others remain (their TTL unchanged); otherwise it deleted the
--- key, published ARGV[2] on redlock:released:<key> (best effort) and returns 1 + the
--- number of clients that received it. A copy arriving late removes only its own hold,
--- which belongs to a lock that is over: never another hold, never another owner's key.
+-- key and returns 1 + the number of clients subscribed to redlock:released:<key> on
+-- this node, as release.lua does (the releasing Client then announces ARGV[2] there).
+-- A copy arriving late removes only its own hold, which belongs to a lock that is
+-- over: never another hold, never another owner's key.
 local head, hold = ARGV[1], '|' .. ARGV[2] .. '|'
 local cur = redis.call('GET', KEYS[1])
 if not cur then
@@ -45,8 +46,8 @@ if left ~= '' then
   return 1
 end
 redis.call('DEL', KEYS[1])
-local heard = redis.pcall('PUBLISH', 'redlock:released:' .. KEYS[1], ARGV[2])
-if type(heard) ~= 'number' then
-  heard = 0
+local subs = redis.pcall('PUBSUB', 'NUMSUB', 'redlock:released:' .. KEYS[1])
+if type(subs) ~= 'table' or type(subs[2]) ~= 'number' then
+  return 1
 end
-return 1 + heard
+return 1 + subs[2]
