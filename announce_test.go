@@ -74,7 +74,7 @@ func TestReleaseAnnouncedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := wantResult(t, "waiter", results)
-		lock.WaitForCalls()
+		c.client.WaitForCalls() // the announcement is sent in the background
 		got := heard()
 		lead := c.client.Lead(key)
 		for i, msgs := range got {
@@ -101,7 +101,7 @@ func TestReleaseAnnouncedOnce(t *testing.T) {
 		if err := lock.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		lock.WaitForCalls()
+		c.client.WaitForCalls()
 		for i, msgs := range heard() {
 			if len(msgs) > 0 {
 				t.Errorf("owner %q: nobody listening, node %d published %q", owner, i, msgs)

@@ -293,12 +293,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	end := c.opts.Clock.Now()
-	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
-	// of handoffs this Client's head steps back (courtesyFor).
-	others := c.queues.released(l, courtesyFor(capped, t.high, end.Sub(start)), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
-	if !c.opts.Fair && t.won() && c.announceTo(others) {
-		c.announce(l.key, l.token) // the nodes announce nothing (release.lua)
-	}
+	l.wakeAfterRelease(t, capped, end.Sub(start), end)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}
@@ -309,6 +304,20 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	qe := c.quorumError("release", l.key, t, errs, kind, ctxErr)
 	qe.Late = expired
 	return qe
+}
+
+// wakeAfterRelease wakes this Client's waiters for the key after Release's round t,
+// which took took and ended at end (queues.released), and announces the release to
+// the other Clients when a majority deleted the key and another Client may listen
+// (Client.announce): the nodes announce nothing (release.lua).
+func (l *Lock) wakeAfterRelease(t tally, capped bool, took time.Duration, end time.Time) {
+	c := l.c
+	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
+	// of handoffs this Client's head steps back (courtesyFor).
+	others := c.queues.released(l, courtesyFor(capped, t.high, took), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	if !c.opts.Fair && t.won() && c.announceTo(others) {
+		c.announce(l.key, l.token)
+	}
 }
 
 // releaseRequest is Release's step with the tokens args: release.lua, the owner's
