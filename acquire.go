@@ -386,23 +386,22 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, 
 	cr := c.start(ctx, req)
 	timeout := c.opts.Clock.After(c.opts.NodeTimeout)
 	t := newTally(len(c.nodes))
+	// An attempt that had the key on a majority (its validity ran out, or Close began)
+	// is announced as a Release is, once its deletes make a majority: the nodes do not
+	// announce it.
+	if !c.opts.Fair {
+		defer func() { c.announceRelease(key, token, cr, t) }()
+	}
 	for waiting > 0 {
 		select {
 		case rep := <-cr.replies:
 			if ready[rep.node] {
 				waiting--
 			}
-			if rep.out == outYes && rep.val > 0 { // deleted our key there
-				t.add(outYes, rep.val)
-			}
+			t.addReply(rep)
 		case <-timeout:
 			return
 		}
-	}
-	// An attempt that had the key on a majority (its validity ran out, or Close began)
-	// is announced as a Release is: the nodes do not announce it.
-	if !c.opts.Fair && t.won() && c.announceTo(c.queues.othersListening(key, t.high)) {
-		c.announce(key, token)
 	}
 }
 

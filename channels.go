@@ -37,52 +37,86 @@ func (q *queues) channel(key string) string {
 // An earlier version's release.lua published the bare token from every node.
 const announcePrefix = "!"
 
-// announceTo reports whether a release of key that a majority of nodes confirmed is
-// worth announcing: other Clients listened on a node that deleted the key (release.lua's
-// count, less this Client's own subscription), or a node is a Cluster member, whose
-// count covers only the subscribers on the key's master while a PUBLISH reaches every
-// master's.
-func (c *Client) announceTo(others int64) bool {
-	if others > 0 {
-		return true
+// announceRelease announces to the other Clients waiting for key that the lock of
+// token is gone from a majority of nodes (Client.announce), given t, the replies of its
+// release round r read so far (release.lua's, or reentrant_release.lua's). When t
+// shows that majority it announces at once. Otherwise, while one can still come, a
+// goroutine reads r's other replies (counted in Client.inFlight; the caller holds a
+// step, so Close is waiting) and announces when it does: a Release whose context ended
+// or whose majority answered after the node timeout, and a failed attempt's clean-up
+// still queued behind a slow node, wake those waiters when their deletes land, as the
+// nodes' own notices did. Only t's own replies may have been read from r.replies.
+func (c *Client) announceRelease(key, token string, r *round, t tally) {
+	if t.won() {
+		c.announce(key, token, t)
+		return
 	}
+	t.pending, t.failed, t.unread = t.pending+t.unread, t.failed-t.unread, 0 // their replies will come
+	if t.pending == 0 || t.yes+t.pending < t.quorum() {
+		return
+	}
+	c.inFlight.Add(1)
+	go func() {
+		defer c.inFlight.Done()
+		for t.pending > 0 && !t.won() {
+			t.addReply(<-r.replies)
+		}
+		if t.won() {
+			c.announce(key, token, t)
+		}
+	}()
+}
+
+// announce tells the Clients waiting for key that the lock of token is gone from a
+// majority of nodes, t being the replies that showed it: one PUBLISH of "!<token>" on
+// releaseChannel(key), if another Client may listen (release.lua's count, largest in
+// t.high, less this Client's own subscription) or a node is a Cluster member (the
+// count covers only the subscribers on the key's master, a PUBLISH reaches every
+// master's). It goes to a node that deleted the key in t, so one that answered just
+// now: the key's lead (Client.lead: the node the waiters' attempts ask first) if it
+// did, and if that PUBLISH fails, the next one that did. Every waiting Client
+// subscribes to the channel on every node, so one node's message reaches each of them
+// once: 8 Clients waiting on 5 nodes hear 8 messages per release, where a PUBLISH from
+// each node's release.lua made 40, and a waiter woken this way finds the key free on a
+// majority already. Best effort, as a notice always was: a waiter that misses it (its
+// subscription to that node reconnecting) attempts again after Options.RetryDelay.
+// The PUBLISH is sent in the background, counted in Client.inFlight.
+func (c *Client) announce(key, token string, t tally) {
+	if t.positive == 0 || !c.queues.mayListen(key, t.high) && !c.anyCluster() {
+		return
+	}
+	var order []int
+	if lead := c.lead(key); lead >= 0 && lead < 64 && t.positive&(1<<lead) != 0 {
+		order = append(order, lead)
+	}
+	for i := range min(len(c.nodes), 64) {
+		if t.positive&(1<<i) != 0 && (len(order) == 0 || order[0] != i) {
+			order = append(order, i)
+		}
+	}
+	timeout := c.opts.NodeTimeout
+	c.inFlight.Add(1)
+	go func() {
+		defer c.inFlight.Done()
+		for _, i := range order {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err := c.nodes[i].rdb.Publish(ctx, releaseChannel(key), announcePrefix+token).Err()
+			cancel()
+			if err == nil {
+				return
+			}
+		}
+	}()
+}
+
+// anyCluster reports whether a node is a Redis Cluster client.
+func (c *Client) anyCluster() bool {
 	for i := range c.nodes {
 		if c.nodes[i].cluster {
 			return true
 		}
 	}
 	return false
-}
-
-// announce tells the Clients waiting for key that the lock of token is gone from a
-// majority of nodes: one PUBLISH of "!<token>" on releaseChannel(key), on the key's lead
-// node (Client.lead: the node their lead-first attempts ask first) or, if the lead is
-// failing, the first node that is not. Every waiting Client subscribes to the channel
-// on every node, so one node's message reaches each of them once: 8 Clients waiting on
-// 5 nodes hear 8 messages per release, where a PUBLISH from each node's release.lua
-// made 40, and a waiter woken this way finds the key free on a majority already. Best
-// effort, as a notice always was: a waiter that misses it (its subscription to that
-// node reconnecting, the node down) attempts again after Options.RetryDelay. The
-// PUBLISH is sent in the background and counts as a node call (Client.inFlight), so
-// Close waits for it; the caller holds a step. Nothing depends on its reply.
-func (c *Client) announce(key, token string) {
-	i := c.lead(key)
-	for j := 0; i < 0 && j < len(c.nodes); j++ {
-		if !c.nodes[j].s.failing.Load() {
-			i = j
-		}
-	}
-	if i < 0 {
-		return
-	}
-	rdb, timeout := c.nodes[i].rdb, c.opts.NodeTimeout
-	c.inFlight.Add(1)
-	go func() {
-		defer c.inFlight.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		_ = rdb.Publish(ctx, releaseChannel(key), announcePrefix+token).Err()
-	}()
 }
 
 // announced wakes the key's waiters: the lock of token was released on a majority of

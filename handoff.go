@@ -219,8 +219,8 @@ func (t *ticket) heldHere(now time.Time, owner string) time.Time {
 // zero makes the head wait that long first (see pause). heard is the largest reply of
 // release.lua (1 + the subscribers to the key's release channel on one node); when
 // other Clients listen, a new Acquire of this Client for the key in the next yield
-// lets them go first (see yielding). It returns how many other Clients listen.
-func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) (others int64) {
+// lets them go first (see yielding).
+func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield time.Duration, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if hs := slices.DeleteFunc(q.held[l.key], func(h *Lock) bool { return h == l }); len(hs) > 0 {
@@ -235,9 +235,12 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 		kq.courtesy, kq.gone = courtesy, l.token
 		kq.wakeUp(courtesy > 0)
 	}
-	others = q.othersIn(kq, heard)
+	others := heard - 1
+	if kq != nil && kq.subscribed && !q.c.opts.Fair {
+		others-- // this Client's own subscription (a fair release is heard by the head's Client only)
+	}
 	if others <= 0 || courtesy > 0 || yield <= 0 {
-		return others
+		return
 	}
 	if q.yields == nil {
 		q.yields = make(map[string]yieldRecord)
@@ -252,7 +255,6 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	if len(q.yields) < maxYields {
 		q.yields[l.key] = yieldRecord{until: now.Add(yield), gone: l.token}
 	}
-	return others
 }
 
 // othersQueued reports, for a fair Acquire (Options.Fair) about to make its first
@@ -295,23 +297,17 @@ type yieldRecord struct {
 	gone  string
 }
 
-// othersListening returns how many other Clients than this one listen for key's
-// releases, from heard, the largest reply of release.lua.
-func (q *queues) othersListening(key string, heard int64) int64 {
+// mayListen reports whether another Client than this one may listen for key's
+// releases, given heard, the largest reply of release.lua (1 + the subscribers to the
+// key's channel on one node). This Client's own subscription is discounted only once
+// every node confirmed it, since until then a node's count may not include it: an
+// announcement too many costs one PUBLISH, one too few leaves a waiter to RetryDelay.
+func (q *queues) mayListen(key string, heard int64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.othersIn(q.keys[key], heard)
-}
-
-// othersIn returns how many other Clients than this one listen for the releases of the
-// key whose state is kq (nil: none here), from heard, the largest reply of
-// release.lua: 1 + the subscribers to its release channel on one node, this Client's
-// own subscription among them. A fair release is heard by the head's Client only.
-// Callers hold q.mu.
-func (q *queues) othersIn(kq *keyQueue, heard int64) int64 {
 	others := heard - 1
-	if kq != nil && kq.subscribed && !q.c.opts.Fair {
+	if kq := q.keys[key]; kq != nil && kq.subscribed && len(kq.listening) == len(q.c.nodes) {
 		others--
 	}
-	return others
+	return others > 0
 }

@@ -379,3 +379,29 @@ func (t *ticket) handedNodes(id, token string) int {
 	defer t.q.mu.Unlock()
 	return len(t.kq.handed[id][token])
 }
+
+// TestMayListenCountsOwnOnlyOnceConfirmed: release.lua counts one subscriber to the
+// key's channel on a node. That is this Client's own subscription only if every node
+// has confirmed it; before, the one subscriber may be another Client's, and the
+// release must be announced (an announcement too many costs one PUBLISH).
+func TestMayListenCountsOwnOnlyOnceConfirmed(t *testing.T) {
+	q := &queues{c: &Client{nodes: make([]node, 3), opts: Options{NodeTimeout: time.Hour}}}
+	q.join("k")
+	q.keys["k"].subscribed = true
+	q.chans = map[string]string{releaseChannel("k"): "k"}
+	if q.mayListen("k", 1) {
+		t.Error("nobody subscribed: may listen")
+	}
+	for i, want := range []bool{true, true, false} {
+		q.listening(i, releaseChannel("k"))
+		if got := q.mayListen("k", 2); got != want {
+			t.Errorf("one subscriber, %d of 3 nodes confirmed ours: may listen %v, want %v", i+1, got, want)
+		}
+	}
+	if !q.mayListen("k", 3) {
+		t.Error("two subscribers, ours confirmed everywhere: another Client listens")
+	}
+	if !q.mayListen("other", 2) {
+		t.Error("one subscriber to a key this Client does not wait for: another Client listens")
+	}
+}

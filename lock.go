@@ -293,7 +293,7 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	end := c.opts.Clock.Now()
-	l.wakeAfterRelease(t, capped, end.Sub(start), end)
+	l.wakeAfterRelease(r, t, capped, end.Sub(start), end)
 	if ctxErr == nil && t.won() && !expired {
 		return nil
 	}
@@ -306,17 +306,17 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	return qe
 }
 
-// wakeAfterRelease wakes this Client's waiters for the key after Release's round t,
-// which took took and ended at end (queues.released), and announces the release to
-// the other Clients when a majority deleted the key and another Client may listen
-// (Client.announce): the nodes announce nothing (release.lua).
-func (l *Lock) wakeAfterRelease(t tally, capped bool, took time.Duration, end time.Time) {
+// wakeAfterRelease wakes this Client's waiters for the key after Release's round r,
+// whose replies read so far are t, which took took and ended at end
+// (queues.released), and announces the release to the other Clients once a majority
+// deleted the key (Client.announceRelease): the nodes announce nothing (release.lua).
+func (l *Lock) wakeAfterRelease(r *round, t tally, capped bool, took time.Duration, end time.Time) {
 	c := l.c
 	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
 	// of handoffs this Client's head steps back (courtesyFor).
-	others := c.queues.released(l, courtesyFor(capped, t.high, took), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
-	if !c.opts.Fair && t.won() && c.announceTo(others) {
-		c.announce(l.key, l.token)
+	c.queues.released(l, courtesyFor(capped, t.high, took), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	if !c.opts.Fair {
+		c.announceRelease(l.key, l.token, r, t)
 	}
 }
 

@@ -19,6 +19,8 @@ type tally struct {
 	yesLow, yesHigh             int64         // the smallest and largest value of a yes (an owner's fenced hold, a fair draw)
 	counter                     int64         // the largest counter a refusal reported (fencing steps)
 	noHigh                      int64         // the largest absolute value of a no (a fair waiter's place)
+	positive                    uint64        // the nodes (those below 64) whose yes had a value above 0: a release's deletes
+	unread                      int           // of failed: nodes gather gave up on, whose replies are still to come
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -46,6 +48,15 @@ func (t *tally) add(o outcome, v int64) {
 		return
 	}
 	t.high = max(t.high, v, -v)
+}
+
+// addReply is add for rep, which also records in positive whether its node said yes
+// with a value above 0.
+func (t *tally) addReply(rep reply) {
+	t.add(rep.out, rep.val)
+	if rep.out == outYes && rep.val > 0 && rep.node < 64 {
+		t.positive |= 1 << rep.node
+	}
 }
 
 // quorum is the majority of the n nodes: n/2 + 1.
@@ -424,7 +435,7 @@ wait:
 		select {
 		case rep := <-r.replies:
 			answered[rep.node] = true
-			t.add(rep.out, rep.val)
+			t.addReply(rep)
 			if t.n-t.pending == t.quorum() {
 				t.quorumIn = time.Since(began) // for pacing only: the system clock will do
 			}
@@ -439,6 +450,7 @@ wait:
 			for i, ok := range answered {
 				if !ok {
 					t.add(outFailed, 0)
+					t.unread++
 					causes[i] = ErrNodeTimeout
 					c.nodes[i].s.noteFailing(true) // no lead-first round leads with it (Client.lead)
 				}

@@ -1,0 +1,169 @@
+package redlock_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// heldWithWaiter takes key with c's Client, waits until every node has the holder's
+// key, and starts a waiter in another Client (polling once an hour) whose
+// subscription every node has confirmed.
+func heldWithWaiter(t *testing.T, c *cluster, key string) (*redlock.Lock, <-chan result) {
+	t.Helper()
+	holder, err := c.client.Acquire(t.Context(), key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	c.wantValues(key, repeat(holder.Token(), len(c.servers))...)
+	waiter := c.newClient(noPolling)
+	results := acquireAsync(t.Context(), waiter, key, time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == len(c.servers) })
+	// The attempts the confirmations make find the key held; let them end.
+	time.Sleep(100 * time.Millisecond)
+	return holder, results
+}
+
+// gone waits until no node holds token for key.
+func (c *cluster) gone(key, token string) {
+	c.t.Helper()
+	eventually(c.t, "the deletes", func() bool { return !strings.Contains(strings.Join(c.values(key), ","), token) })
+}
+
+// TestAnnouncedDespiteDeadLead: the key's lead, where the announcement goes first,
+// is killed or paused after the lock was taken, so the releasing Client has not seen
+// it fail. The release wins on the other two nodes and is announced on one of them:
+// the waiter gets the lock after its lead-first attempt gives up on the lead (half
+// the node timeout), not after RetryDelay. When the announcement went to the lead
+// whatever the replies said, the waiter was not woken in 10 s.
+func TestAnnouncedDespiteDeadLead(t *testing.T) {
+	for _, how := range []string{"killed", "paused"} {
+		t.Run(how, func(t *testing.T) {
+			c := newCluster(t, 3, redistest.Options{}, noPolling)
+			key := "lead-down"
+			holder, results := heldWithWaiter(t, c, key)
+			lead := c.client.Lead(key)
+			if lead < 0 {
+				t.Fatal("the key has no lead")
+			}
+			if how == "killed" {
+				c.servers[lead].Kill()
+			} else {
+				c.servers[lead].Pause()
+				defer c.servers[lead].Resume()
+			}
+			released := time.Now()
+			if err := holder.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			r := wantGrantWithin(t, "waiter", results, released, 3*time.Second)
+			_ = r.lock.Release(t.Context())
+		})
+	}
+}
+
+// TestAnnouncedAfterReleaseCtxEnded: a Release whose context has ended returns its
+// error, and its deletes are sent all the same. Once they make a majority the release
+// is announced: the waiter, which only waited for the announcement (an hour's
+// RetryDelay), gets the lock. Before, the announcement needed the Release's own reading
+// of the replies to show a majority, which an ended context cut short.
+func TestAnnouncedAfterReleaseCtxEnded(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	key := "ctx-ended"
+	holder, results := heldWithWaiter(t, c, key)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	released := time.Now()
+	if err := holder.Release(ctx); err == nil {
+		t.Log("Release with an ended context returned nil")
+	}
+	c.gone(key, holder.Token())
+	r := wantGrantWithin(t, "waiter", results, released, 3*time.Second)
+	_ = r.lock.Release(t.Context())
+}
+
+// TestAnnouncedAfterLateMajority: two of three nodes are busy in a script for 600 ms,
+// three node timeouts: Release returns ErrUnavailable, and its deletes land when the
+// nodes are free again. The release is announced then, and the waiter gets the lock
+// at once; before, nobody announced it and the waiter slept on.
+func TestAnnouncedAfterLateMajority(t *testing.T) {
+	opts := noPolling
+	opts.NodeTimeout = 200 * time.Millisecond
+	c := newCluster(t, 3, redistest.Options{}, opts)
+	key := "late"
+	c.loadScripts() // else the release's EVAL after NOSCRIPT would go out past its deadline
+	holder, results := heldWithWaiter(t, c, key)
+	for _, a := range c.admin[1:] {
+		go a.Eval(context.Background(), busyLua, nil, 600)
+	}
+	time.Sleep(50 * time.Millisecond) // the scripts have begun
+	if err := holder.Release(t.Context()); err == nil {
+		t.Fatal("Release returned nil with two of three nodes busy")
+	} else {
+		t.Log(err)
+	}
+	c.gone(key, holder.Token())
+	r := wantGrantWithin(t, "waiter", results, time.Now(), 3*time.Second)
+	_ = r.lock.Release(t.Context())
+}
+
+// busyLua keeps a node busy for ARGV[1] ms: other clients' commands wait.
+const busyLua = `local t = redis.call('TIME')
+local stop = t[1] * 1000000 + t[2] + ARGV[1] * 1000
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] >= stop
+return 1`
+
+// TestAnnouncementRacesClose: a Release that another Client waits for, while its own
+// Client closes (NewFromURLs: Close closes the go-redis clients). The announcement is
+// a node call: Close waits for it, so no PUBLISH goes to a closed client, the race
+// detector sees nothing and no goroutine is left (goleak in TestMain). When Release
+// won, the waiter is woken.
+func TestAnnouncementRacesClose(t *testing.T) {
+	servers := redistest.StartN(t, 3, redistest.Options{})
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, "redis://"+s.Addr())
+	}
+	waiting, err := redlock.NewFromURLs(urls, noPolling)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	for i := range 20 {
+		c, err := redlock.NewFromURLs(urls, noPolling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Acquire(t.Context(), "k", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := acquireAsync(t.Context(), waiting, "k", time.Minute)
+		eventually(t, "the waiter's subscriptions", func() bool { return waiting.Listening("k") == 3 })
+		var wg sync.WaitGroup
+		var relErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); relErr = l.Release(context.Background()) }()
+		go func() { defer wg.Done(); _ = c.Close() }()
+		wg.Wait()
+		select {
+		case r := <-res:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			_ = r.lock.Release(t.Context())
+		case <-time.After(5 * time.Second):
+			if relErr == nil {
+				t.Fatalf("run %d: Release returned nil, and the waiter was not woken", i)
+			}
+			t.Logf("run %d: Close came first: %v", i, relErr)
+			return
+		}
+	}
+}
