@@ -167,3 +167,62 @@ func TestAnnouncementRacesClose(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerHoldsLeftNotAnnounced: an owner holds the key with holds A and B, and
+// node 3 lost the key and was given B only (as after a restart without persistence
+// before B was taken). Releasing B leaves A holding the key on nodes 1 and 2, a
+// majority: nothing was released, nothing may be announced, and the waiter in another
+// Client is not woken. reentrant_release.lua answered 1 for a hold removed with others
+// left, the same as a delete that nobody listened to; with node 1 answering last
+// (busy for 100 ms) Release's majority was nodes 2 and 3, and the Client announced
+// "!B". It answers −2 now, and only nodes where the key is gone count.
+func TestOwnerHoldsLeftNotAnnounced(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	heard := releaseMessages(t, c)
+	key := "owner-left"
+	ctx := redlock.WithOwner(t.Context(), "job")
+	a, err := c.client.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.WaitForCalls()
+	if err := c.admin[2].Del(ctx, key).Err(); err != nil { // node 3 loses the key
+		t.Fatal(err)
+	}
+	b, err := c.client.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.WaitForCalls()
+	c.wantHolds(key, "job", []*redlock.Lock{a, b}, []*redlock.Lock{a, b}, []*redlock.Lock{b})
+
+	waiter := c.newClient(noPolling)
+	results := acquireAsync(t.Context(), waiter, key, time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == 3 })
+	time.Sleep(200 * time.Millisecond) // the confirmations' attempts end
+	wakes := waiter.Wakes(key)
+	c.loadScripts()
+	// Node 1 answers last (busy for 100 ms): Release's majority is nodes 2 and 3.
+	go c.admin[0].Eval(context.Background(), busyLua, nil, 100)
+	time.Sleep(20 * time.Millisecond)
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.client.WaitForCalls()
+	time.Sleep(200 * time.Millisecond)
+	c.wantHolds(key, "job", []*redlock.Lock{a}, []*redlock.Lock{a}, nil)
+	for i, msgs := range heard() {
+		if len(msgs) > 0 {
+			t.Errorf("node %d published %q while hold A still holds the key on a majority", i+1, msgs)
+		}
+	}
+	if got := waiter.Wakes(key); got != wakes {
+		t.Errorf("the waiter was woken %d times while the key stayed held", got-wakes)
+	}
+	released := time.Now()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantGrantWithin(t, "waiter", results, released, 3*time.Second)
+	_ = r.lock.Release(t.Context())
+}

@@ -37,31 +37,32 @@ func (q *queues) channel(key string) string {
 // An earlier version's release.lua published the bare token from every node.
 const announcePrefix = "!"
 
-// announceRelease announces to the other Clients waiting for key that the lock of
-// token is gone from a majority of nodes (Client.announce), given t, the replies of its
-// release round r read so far (release.lua's, or reentrant_release.lua's). When t
-// shows that majority it announces at once. Otherwise, while one can still come, a
+// announceRelease announces to the other Clients waiting for key that the key is gone
+// from a majority of nodes (Client.announce), given t, the replies of the release round
+// r of token read so far (release.lua's, or reentrant_release.lua's: an owner's hold
+// released while other holds keep the key is no release, tally.gone). When t shows
+// that majority it announces at once. Otherwise, while one can still come, a
 // goroutine reads r's other replies (counted in Client.inFlight; the caller holds a
 // step, so Close is waiting) and announces when it does: a Release whose context ended
 // or whose majority answered after the node timeout, and a failed attempt's clean-up
 // still queued behind a slow node, wake those waiters when their deletes land, as the
 // nodes' own notices did. Only t's own replies may have been read from r.replies.
 func (c *Client) announceRelease(key, token string, r *round, t tally) {
-	if t.won() {
+	if t.gone >= t.quorum() {
 		c.announce(key, token, t)
 		return
 	}
 	t.pending, t.failed, t.unread = t.pending+t.unread, t.failed-t.unread, 0 // their replies will come
-	if t.pending == 0 || t.yes+t.pending < t.quorum() {
+	if t.gone+t.pending < t.quorum() {
 		return
 	}
 	c.inFlight.Add(1)
 	go func() {
 		defer c.inFlight.Done()
-		for t.pending > 0 && !t.won() {
+		for t.gone < t.quorum() && t.gone+t.pending >= t.quorum() {
 			t.addReply(<-r.replies)
 		}
-		if t.won() {
+		if t.gone >= t.quorum() {
 			c.announce(key, token, t)
 		}
 	}()
@@ -70,7 +71,7 @@ func (c *Client) announceRelease(key, token string, r *round, t tally) {
 // announce tells the Clients waiting for key that the lock of token is gone from a
 // majority of nodes, t being the replies that showed it: one PUBLISH of "!<token>" on
 // releaseChannel(key), if another Client may listen (release.lua's count, largest in
-// t.high, less this Client's own subscription) or a node is a Cluster member (the
+// t.yesHigh, less this Client's own subscription) or a node is a Cluster member (the
 // count covers only the subscribers on the key's master, a PUBLISH reaches every
 // master's). It goes to a node that deleted the key in t, so one that answered just
 // now: the key's lead (Client.lead: the node the waiters' attempts ask first) if it
@@ -82,7 +83,7 @@ func (c *Client) announceRelease(key, token string, r *round, t tally) {
 // subscription to that node reconnecting) attempts again after Options.RetryDelay.
 // The PUBLISH is sent in the background, counted in Client.inFlight.
 func (c *Client) announce(key, token string, t tally) {
-	if t.positive == 0 || !c.queues.mayListen(key, t.high) && !c.anyCluster() {
+	if t.positive == 0 || !c.queues.mayListen(key, t.yesHigh) && !c.anyCluster() {
 		return
 	}
 	var order []int

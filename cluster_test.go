@@ -66,6 +66,7 @@ func TestClusterMembers(t *testing.T) {
 	t.Run("fencing", func(t *testing.T) { clusterFencing(t, m) })
 	t.Run("release wakes another Client", func(t *testing.T) { clusterWakeUp(t, m) })
 	t.Run("release announced on clusters only", func(t *testing.T) { clusterOnlyWakeUp(t, m) })
+	t.Run("an owner's hold left is not announced", func(t *testing.T) { clusterOwnerHoldsLeft(t, m) })
 	t.Run("handoff inside a Client", func(t *testing.T) { clusterHandoff(t, m) })
 	t.Run("healing", func(t *testing.T) { clusterHealing(t, m, false) })
 	t.Run("healing with fencing", func(t *testing.T) { clusterHealing(t, m, true) })
@@ -267,6 +268,44 @@ func clusterOnlyWakeUp(t *testing.T, m *members) {
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clusterOwnerHoldsLeft: with Cluster members a Client announces every release its
+// replies show gone from a majority (their subscriber counts miss other masters'), so
+// a hold released while the owner's other hold keeps the key (reentrant_release.lua's
+// 1 on every member, read as a delete) was announced "!<hold>": the waiter in another
+// Client woke and attempted in vain, once per hold released (5 of 5).
+func clusterOwnerHoldsLeft(t *testing.T, m *members) {
+	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
+	key := "cluster-owner-left"
+	ctx := redlock.WithOwner(t.Context(), "job")
+	a, err := holder.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := acquireAsync(t.Context(), waiter, key, time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == 3 })
+	time.Sleep(200 * time.Millisecond)
+	wakes := waiter.Wakes(key)
+	for range 5 {
+		b, err := holder.TryAcquire(ctx, key, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder.WaitForCalls()
+	time.Sleep(200 * time.Millisecond)
+	if got := waiter.Wakes(key); got != wakes {
+		t.Errorf("the waiter was woken %d times by 5 releases of a second hold, the key held throughout", got-wakes)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantResult(t, "waiter", results)
+	_ = r.lock.Release(t.Context())
 }
 
 // clusterHandoff: a Release hands the lock straight to a waiting Acquire of the same

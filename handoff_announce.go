@@ -60,7 +60,11 @@ func (q *queues) notice(node int, channel, msg string) {
 	}
 	n := len(q.c.nodes)
 	if !q.c.opts.Fair && strings.HasPrefix(msg, announcePrefix) {
-		kq.announced(msg[len(announcePrefix):]) // a releasing Client's, after its majority
+		// A releasing Client's, after its majority. This Client's own release woke its
+		// waiters already (queues.released, with the courtesy it chose): not again.
+		if token := msg[len(announcePrefix):]; token != kq.gone {
+			kq.announced(token)
+		}
 		return
 	}
 	if q.c.opts.Fair && strings.HasPrefix(msg, "=") {

@@ -405,3 +405,25 @@ func TestMayListenCountsOwnOnlyOnceConfirmed(t *testing.T) {
 		t.Error("one subscriber to a key this Client does not wait for: another Client listens")
 	}
 }
+
+// TestOwnAnnouncementKeepsCourtesy: a Release that ends a capped run of handoffs while
+// other Clients listen gives them a courtesy: this Client's head, woken by
+// queues.released, waits that long before it attempts. The Client then announces the
+// release itself, and its own subscription hears "!<token>" a round trip later. That
+// notice reset the courtesy to 0, so a head not yet scheduled attempted at once,
+// racing the Clients the courtesy was for; this Client's own announcement is ignored.
+func TestOwnAnnouncementKeepsCourtesy(t *testing.T) {
+	q := &queues{c: &Client{nodes: make([]node, 3), opts: Options{NodeTimeout: time.Hour}}}
+	tk := q.join("k")
+	q.chans = map[string]string{releaseChannel("k"): "k"}
+	q.keys["k"].subscribed = true
+	l := &Lock{key: "k", token: "T"}
+	q.released(l, 20*time.Millisecond, 3, 0, time.Now())
+	if d, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
+		t.Fatalf("courtesy after the release: %v", d)
+	}
+	q.notice(0, releaseChannel("k"), announcePrefix+"T") // this Client's own announcement
+	if d, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
+		t.Errorf("this Client's own announcement of T reset the head's courtesy: pause %v, want 20ms", d)
+	}
+}

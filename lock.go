@@ -314,7 +314,8 @@ func (l *Lock) wakeAfterRelease(r *round, t tally, capped bool, took time.Durati
 	c := l.c
 	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
 	// of handoffs this Client's head steps back (courtesyFor).
-	c.queues.released(l, courtesyFor(capped, t.high, took), t.high, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
+	heard := t.yesHigh // release.lua's largest yes: 1 + the subscribers on one node
+	c.queues.released(l, courtesyFor(capped, heard, took), heard, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
 	if !c.opts.Fair {
 		c.announceRelease(l.key, l.token, r, t)
 	}

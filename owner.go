@@ -34,7 +34,7 @@ var (
 
 	stepReentrantAcquire = step{redis.NewScript(reentrantAcquireLua), yesOrNo, false, nil}
 	stepReentrantExtend  = step{redis.NewScript(reentrantExtendLua), sharedOrNo, false, nil}
-	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), released, false, nil}
+	stepReentrantRelease = step{redis.NewScript(reentrantReleaseLua), holdReleased, false, nil}
 	// Client.start adds the counter's names per node.
 	stepReentrantFencedAcquire = step{redis.NewScript(decimalLua + reentrantFencedAcquireLua), leaseReply, true, nil}
 )
@@ -302,3 +302,18 @@ func (w *waiter) owner() string {
 	owner, _ := ownerHead(w.ctx) // Acquire checked it before the waiter queued
 	return owner
 }
+
+// holdReleased judges reentrant_release.lua: as release.lua's answers (released), and
+// −2, the hold removed and the key kept for the owner's other holds, also means that
+// this hold is gone from the node. Only a value of 0 or more says that the key is
+// (tally.gone).
+func holdReleased(v int64) outcome {
+	if v == replyHoldsLeft {
+		return outYes
+	}
+	return released(v)
+}
+
+// replyHoldsLeft is reentrant_release.lua's answer that it removed the hold and the
+// owner's other holds keep the key.
+const replyHoldsLeft = -2

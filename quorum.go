@@ -20,6 +20,7 @@ type tally struct {
 	counter                     int64         // the largest counter a refusal reported (fencing steps)
 	noHigh                      int64         // the largest absolute value of a no (a fair waiter's place)
 	positive                    uint64        // the nodes (those below 64) whose yes had a value above 0: a release's deletes
+	gone                        int           // of yes: those with a value of 0 or more (a release: the key is gone there)
 	unread                      int           // of failed: nodes gather gave up on, whose replies are still to come
 }
 
@@ -50,11 +51,17 @@ func (t *tally) add(o outcome, v int64) {
 	t.high = max(t.high, v, -v)
 }
 
-// addReply is add for rep, which also records in positive whether its node said yes
-// with a value above 0.
+// addReply is add for rep, which also records in gone and positive whether its node
+// said yes with a value of 0 or more, and above 0. (For a release: the key is gone
+// from the node, and it deleted it; an owner's release that left other holds says yes
+// with −2, replyHoldsLeft.)
 func (t *tally) addReply(rep reply) {
 	t.add(rep.out, rep.val)
-	if rep.out == outYes && rep.val > 0 && rep.node < 64 {
+	if rep.out != outYes || rep.val < 0 {
+		return
+	}
+	t.gone++
+	if rep.val > 0 && rep.node < 64 {
 		t.positive |= 1 << rep.node
 	}
 }

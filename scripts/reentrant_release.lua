@@ -8,8 +8,9 @@
 --
 -- Returns -1 when another owner, or a lock without owner, holds the key (left
 -- untouched); 0 when the key is absent or does not list this hold (nothing of ours:
--- also a copy of this call re-sent after the first one removed the hold); 1 when it
--- removed the hold and others remain (their TTL unchanged); otherwise it deleted the
+-- also a copy of this call re-sent after the first one removed the hold); -2 when it
+-- removed the hold and others remain (their TTL unchanged: the key stays, and this
+-- answer cannot be read as a delete heard by nobody, 1); otherwise it deleted the
 -- key and returns 1 + the number of clients subscribed to redlock:released:<key> on
 -- this node, as release.lua does (the releasing Client then announces ARGV[2] there).
 -- A copy arriving late removes only its own hold, which belongs to a lock that is
@@ -43,7 +44,7 @@ if left ~= '' then
   else
     redis.call('SET', KEYS[1], rest, 'PX', math.max(ttl, 1))
   end
-  return 1
+  return -2
 end
 redis.call('DEL', KEYS[1])
 local subs = redis.pcall('PUBSUB', 'NUMSUB', 'redlock:released:' .. KEYS[1])
