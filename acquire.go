@@ -390,7 +390,7 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, 
 	// is announced as a Release is, once its deletes make a majority: the nodes do not
 	// announce it.
 	if !c.opts.Fair {
-		defer func() { c.announceRelease(key, token, owner != "", cr, t) }()
+		defer func() { c.announceRelease(key, token, cr, t) }()
 	}
 	for waiting > 0 {
 		select {

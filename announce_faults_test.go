@@ -172,12 +172,10 @@ func TestAnnouncementRacesClose(t *testing.T) {
 // node 3 lost the key and was given B only (as after a restart without persistence
 // before B was taken). Releasing B leaves A holding the key on nodes 1 and 2, a
 // majority: nothing was released, nothing may be announced, and the waiter in another
-// Client is not told so. reentrant_release.lua answered 1 for a hold removed with
-// others left, the same as a delete that nobody listened to; with node 1 answering
-// last (busy for 100 ms) Release's majority was nodes 2 and 3, and the Client
-// announced "!B". It answers −2 now, and only nodes where the key is gone count: the
-// Client sends a check ("?B", it deleted the key on node 3), one attempt for the
-// waiter that does not count toward MaxAttempts.
+// Client is not woken. reentrant_release.lua answered 1 for a hold removed with others
+// left, the same as a delete that nobody listened to; with node 1 answering last
+// (busy for 100 ms) Release's majority was nodes 2 and 3, and the Client announced
+// "!B". It answers −2 now, and only nodes where the key is gone count.
 func TestOwnerHoldsLeftNotAnnounced(t *testing.T) {
 	c := newCluster(t, 3, redistest.Options{}, noPolling)
 	heard := releaseMessages(t, c)
@@ -213,15 +211,13 @@ func TestOwnerHoldsLeftNotAnnounced(t *testing.T) {
 	c.client.WaitForCalls()
 	time.Sleep(200 * time.Millisecond)
 	c.wantHolds(key, "job", []*redlock.Lock{a}, []*redlock.Lock{a}, nil)
-	var all []string
-	for _, msgs := range heard() {
-		all = append(all, msgs...)
+	for i, msgs := range heard() {
+		if len(msgs) > 0 {
+			t.Errorf("node %d published %q while hold A still holds the key on a majority", i+1, msgs)
+		}
 	}
-	if want := "?" + b.Token(); len(all) != 1 || all[0] != want {
-		t.Errorf("the nodes published %q while hold A still holds the key on a majority, want only a check, %q", all, want)
-	}
-	if got := waiter.Wakes(key); got > wakes+1 {
-		t.Errorf("the waiter was woken %d times while the key stayed held, want at most the check", got-wakes)
+	if got := waiter.Wakes(key); got != wakes {
+		t.Errorf("the waiter was woken %d times while the key stayed held", got-wakes)
 	}
 	released := time.Now()
 	if err := a.Release(ctx); err != nil {

@@ -37,50 +37,36 @@ func (q *queues) channel(key string) string {
 // An earlier version's release.lua published the bare token from every node.
 const announcePrefix = "!"
 
-// checkPrefix begins a releasing owner's notice that the key may be free:
-// "?<token>" (Client.announceRelease). Waiters attempt once, as a check.
-const checkPrefix = "?"
-
 // announceRelease announces to the other Clients waiting for key that the key is gone
 // from a majority of nodes (Client.announce), given t, the replies of the release round
-// r of token read so far (release.lua's, or with owner reentrant_release.lua's: an
-// owner's hold released while other holds keep the key is no release, tally.gone).
-// When t shows that majority it announces at once. Otherwise, while one can still
-// come, a goroutine reads r's other replies (counted in Client.inFlight; the caller
-// holds a step, so Close is waiting) and announces when it does: a Release whose
-// context ended or whose majority answered after the node timeout, and a failed
-// attempt's clean-up still queued behind a slow node, wake those waiters when their
-// deletes land, as the nodes' own notices did. An owner's release that deleted the key
-// on some nodes but not on a majority, once all replies are in, is announced as a
-// check ("?<token>"): the owner's other holds may have been released at the same
-// moment from another Client, in the other order on the other nodes, and neither
-// release then saw the key gone from a majority. Only t's own replies may have been
-// read from r.replies.
-func (c *Client) announceRelease(key, token string, owner bool, r *round, t tally) {
+// r of token read so far (release.lua's, or reentrant_release.lua's: an owner's hold
+// released while other holds keep the key is no release, tally.gone). When t shows
+// that majority it announces at once. Otherwise, while one can still come, a
+// goroutine reads r's other replies (counted in Client.inFlight; the caller holds a
+// step, so Close is waiting) and, when it does, wakes this Client's own waiters again
+// and announces: a Release whose context ended or whose majority answered after the
+// node timeout, and a failed attempt's clean-up still queued behind a slow node, wake
+// the waiters when their deletes land, as the nodes' own notices did. Only t's own
+// replies may have been read from r.replies.
+func (c *Client) announceRelease(key, token string, r *round, t tally) {
 	q := t.quorum()
 	if t.gone >= q {
-		c.announce(key, announcePrefix+token, t)
+		c.announce(key, token, t)
 		return
 	}
 	t.pending, t.failed, t.unread = t.pending+t.unread, t.failed-t.unread, 0 // their replies will come
-	if t.gone+t.pending < q && !(owner && t.pending > 0) {
-		if owner && t.positive != 0 {
-			c.announce(key, checkPrefix+token, t)
-		}
+	if t.gone+t.pending < q {
 		return
 	}
 	c.inFlight.Add(1)
 	go func() {
 		defer c.inFlight.Done()
-		for t.pending > 0 && t.gone < q && (owner || t.gone+t.pending >= q) {
+		for t.gone < q && t.gone+t.pending >= q {
 			t.addReply(<-r.replies)
 		}
-		switch {
-		case t.gone >= q:
+		if t.gone >= q && !c.isClosed() { // once closed, nobody here waits, and Close would wait for it
 			c.queues.goneLate(key, token) // this Client's own waiters: no PUBLISH needed
-			c.announce(key, announcePrefix+token, t)
-		case owner && t.positive != 0:
-			c.announce(key, checkPrefix+token, t)
+			c.announce(key, token, t)
 		}
 	}()
 }
@@ -98,8 +84,8 @@ func (q *queues) goneLate(key, token string) {
 }
 
 // announce tells the Clients waiting for key that the lock of token is gone from a
-// majority of nodes, t being the replies that showed it: one PUBLISH of msg, "!<token>"
-// (or "?<token>", announceRelease), on releaseChannel(key), if another Client may listen (release.lua's count, largest in
+// majority of nodes, t being the replies that showed it: one PUBLISH of "!<token>" on
+// releaseChannel(key), if another Client may listen (release.lua's count, largest in
 // t.yesHigh, less this Client's own subscription) or a node is a Cluster member (the
 // count covers only the subscribers on the key's master, a PUBLISH reaches every
 // master's). It goes to a node that deleted the key in t, so one that answered just
@@ -111,7 +97,7 @@ func (q *queues) goneLate(key, token string) {
 // majority already. Best effort, as a notice always was: a waiter that misses it (its
 // subscription to that node reconnecting) attempts again after Options.RetryDelay.
 // The PUBLISH is sent in the background, counted in Client.inFlight.
-func (c *Client) announce(key, msg string, t tally) {
+func (c *Client) announce(key, token string, t tally) {
 	if t.positive == 0 || !c.queues.mayListen(key, t.yesHigh) && !c.anyCluster() {
 		return
 	}
@@ -128,9 +114,12 @@ func (c *Client) announce(key, msg string, t tally) {
 	c.inFlight.Add(1)
 	go func() {
 		defer c.inFlight.Done()
-		for _, i := range order {
+		for n, i := range order {
+			if n > 0 && c.isClosed() {
+				return // a fallback would only hold Close up, waiting for a node
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			err := c.nodes[i].rdb.Publish(ctx, releaseChannel(key), msg).Err()
+			err := c.nodes[i].rdb.Publish(ctx, releaseChannel(key), announcePrefix+token).Err()
 			cancel()
 			if err == nil {
 				return

@@ -59,17 +59,11 @@ func (q *queues) notice(node int, channel, msg string) {
 		return
 	}
 	n := len(q.c.nodes)
-	if !q.c.opts.Fair && (strings.HasPrefix(msg, announcePrefix) || strings.HasPrefix(msg, checkPrefix)) {
-		// A releasing Client's, after its majority ("!"), or an owner's that may have
-		// freed the key ("?": a check). This Client's own release woke its waiters
-		// already (queues.released, with the courtesy it chose): not again.
-		switch token := msg[1:]; {
-		case token == kq.gone:
-		case msg[0] == announcePrefix[0]:
+	if !q.c.opts.Fair && strings.HasPrefix(msg, announcePrefix) {
+		// A releasing Client's, after its majority. This Client's own release woke its
+		// waiters already (queues.released, with the courtesy it chose): not again.
+		if token := msg[len(announcePrefix):]; token != kq.gone {
 			kq.announced(token)
-		default:
-			kq.courtesy = 0
-			kq.check(true)
 		}
 		return
 	}

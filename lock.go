@@ -317,7 +317,7 @@ func (l *Lock) wakeAfterRelease(r *round, t tally, capped bool, took time.Durati
 	heard := t.yesHigh // release.lua's largest yes: 1 + the subscribers on one node
 	c.queues.released(l, courtesyFor(capped, heard, took), heard, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
 	if !c.opts.Fair {
-		c.announceRelease(l.key, l.token, l.owner != "", r, t)
+		c.announceRelease(l.key, l.token, r, t)
 	}
 }
 
