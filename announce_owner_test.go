@@ -95,14 +95,7 @@ func TestCleanupsNotAnnounced(t *testing.T) {
 	warmOwner(t, c)
 	heard := releaseMessages(t, c)
 	key := "quiet-storm"
-	holder, err := c.client.Acquire(t.Context(), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.WaitForCalls()
-	if err := c.admin[0].Del(t.Context(), key).Err(); err != nil { // node 1 lost the key
-		t.Fatal(err)
-	}
+	holder := heldLostOnNode1(t, c, t.Context(), key)
 	x, y := c.newClient(noPolling), c.newClient(noPolling)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -128,14 +121,7 @@ func TestAttemptsKeptWhileHeld(t *testing.T) {
 	warmOwner(t, c)
 	key := "quiet-max"
 	listenOn(t, c, key) // another listener: the releases are announced
-	holder, err := c.client.Acquire(t.Context(), key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder.WaitForCalls()
-	if err := c.admin[0].Del(t.Context(), key).Err(); err != nil {
-		t.Fatal(err)
-	}
+	holder := heldLostOnNode1(t, c, t.Context(), key)
 	opts := noPolling
 	opts.MaxAttempts = 5
 	x := c.newClient(opts)
@@ -165,14 +151,7 @@ func TestNestedReleasesNotAnnounced(t *testing.T) {
 	heard := releaseMessages(t, c)
 	key := "quiet-nested"
 	octx := redlock.WithOwner(t.Context(), "job")
-	outer, err := c.client.Acquire(octx, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer.WaitForCalls()
-	if err := c.admin[0].Del(t.Context(), key).Err(); err != nil {
-		t.Fatal(err)
-	}
+	outer := heldLostOnNode1(t, c, octx, key)
 	opts := noPolling
 	opts.MaxAttempts = 5
 	x := c.newClient(opts)
@@ -219,14 +198,7 @@ func TestCloseNotHeldByAnnouncement(t *testing.T) {
 	key := "quiet-close"
 	listenOn(t, c, key)
 	octx := redlock.WithOwner(t.Context(), "job")
-	outer, err := c.client.Acquire(octx, key, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	outer.WaitForCalls()
-	if err := c.admin[0].Del(t.Context(), key).Err(); err != nil {
-		t.Fatal(err)
-	}
+	heldLostOnNode1(t, c, octx, key) // the outer hold, kept
 	inner, err := c.client.TryAcquire(octx, key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -255,4 +227,20 @@ func messages(heard [][]string) int {
 		n += len(node)
 	}
 	return n
+}
+
+// heldLostOnNode1 takes key with c's Client under ctx (an owner's, or none), waits for
+// its calls, and deletes the key on node 1, as a restart without persistence would:
+// the lock is held on the two other nodes, a majority of three.
+func heldLostOnNode1(t *testing.T, c *cluster, ctx context.Context, key string) *redlock.Lock {
+	t.Helper()
+	l, err := c.client.Acquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.WaitForCalls()
+	if err := c.admin[0].Del(t.Context(), key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
