@@ -154,16 +154,7 @@ func masterOf(t *testing.T, c *redistest.Cluster, key string) *redistest.Server 
 // there (the announcement is sent all the same when a member is a cluster).
 func clusterWakeUp(t *testing.T, m *members) {
 	holder, waiter := m.newClient(noPolling), m.newClient(noPolling)
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("wake%d", i)
-		key = k
-		for _, c := range m.clusters {
-			if masterOf(t, c, k) == masterOf(t, c, redlock.ReleaseChannel(k)) {
-				key = ""
-			}
-		}
-	}
+	key := keyApartFromChannel(t, m, "wake")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	lock, err := holder.TryAcquire(ctx, key, time.Minute)
@@ -248,16 +239,7 @@ func clusterOnlyWakeUp(t *testing.T, m *members) {
 		return c
 	}
 	holder, waiter := newClient(), newClient()
-	key := ""
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("only%d", i)
-		key = k
-		for _, c := range m.clusters {
-			if masterOf(t, c, k) == masterOf(t, c, redlock.ReleaseChannel(k)) {
-				key = ""
-			}
-		}
-	}
+	key := keyApartFromChannel(t, m, "only")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	lock, err := holder.TryAcquire(ctx, key, time.Minute)
@@ -315,6 +297,21 @@ func clusterOwnerHoldsLeft(t *testing.T, m *members) {
 	}
 	r := wantResult(t, "waiter", results)
 	_ = r.lock.Release(t.Context())
+}
+
+// keyApartFromChannel returns the first key prefix+n whose master differs, on every
+// cluster, from the master of its release channel.
+func keyApartFromChannel(t *testing.T, m *members, prefix string) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		apart := true
+		for _, c := range m.clusters {
+			apart = apart && masterOf(t, c, k) != masterOf(t, c, redlock.ReleaseChannel(k))
+		}
+		if apart {
+			return k
+		}
+	}
 }
 
 // clusterHandoff: a Release hands the lock straight to a waiting Acquire of the same

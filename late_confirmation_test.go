@@ -92,11 +92,13 @@ func TestLateConfirmationWakesPlainWaiter(t *testing.T) {
 }
 
 // TestAnnouncementAfterLateConfirmation: the releasing Client announces the release
-// on one node, the key's lead. The waiter's subscription is confirmed by three of five
-// nodes, then by the lead, whose pub/sub connection dials late, after the release;
-// the fifth node is down and never confirms. The lead's confirmation is not the last
-// one, which never comes, but it is checked all the same: the waiter gets the lock at
-// once instead of after RetryDelay (1 s).
+// on one node that deleted the key, the key's lead first. The waiter's subscription is
+// confirmed by three of five nodes, then by the lead, whose pub/sub connection dials
+// late, after the release; a fourth node is down and never confirms, and a fifth is
+// paused during the release, so that the release's majority, and the announcement,
+// include the lead. The lead's confirmation is not the last one, which never comes,
+// but it is checked all the same: the waiter gets the lock at once instead of after
+// RetryDelay (1 s).
 func TestAnnouncementAfterLateConfirmation(t *testing.T) {
 	opts := redlock.Options{RetryDelay: func(int) time.Duration { return time.Second }}
 	c := newCluster(t, 5, redistest.Options{}, opts)
@@ -114,6 +116,9 @@ func TestAnnouncementAfterLateConfirmation(t *testing.T) {
 	slow() // from now on only the lead's pub/sub connection dials
 	res := acquireAsync(ctx, w, "k", 10*time.Second)
 	eventually(t, "the subscription confirmed by three nodes", func() bool { return w.Listening("k") == 3 })
+	paused := (lead + 2) % len(c.servers) // the release waits for the lead's reply
+	c.servers[paused].Pause()
+	defer c.servers[paused].Resume()
 	start := time.Now()
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
