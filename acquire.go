@@ -60,13 +60,22 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (lo
 		}
 		return c.fairAcquire(w)
 	}
+	if owner == "" && !c.opts.Fencing {
+		// After leave below (and after a first attempt that ended the Acquire): only
+		// once no waiter of this Client is left.
+		defer func() {
+			if lock == nil {
+				c.leaveLine(key, w.tries > 0)
+			}
+		}()
+	}
 	if owner != "" || !c.queues.busy(key) {
 		// Nobody in this Client waits for key: try at once, without queueing (after
 		// letting other Clients go first if this Client just released it to them).
 		yield, gone := c.queues.yielding(key, c.opts.Clock.Now())
 		c.pause(ctx, yield)
 		// After yielding, the woken Clients' heads race for the key: ask its lead first.
-		w.lead = leadHint{first: yield > 0, gone: gone}
+		w.lead = leadHint{first: yield > 0 || c.queues.lined(key), gone: gone}
 		w.seen = c.queues.wakes(key)
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
@@ -259,12 +268,17 @@ type roundRequest struct {
 }
 
 // leadHint asks an attempt to go lead-first (stepRequest.leadFirst), after the
-// release of token gone was heard ("" when not known): a lead whose key still holds
-// that token answers so (acquire.lua's ARGV[3]), and the attempt asks the other nodes
-// anyway (round.followLead) instead of taking it for a lost race.
+// release of token gone was heard ("" when not known): a node whose key still holds
+// that token answers so (acquire.lua's ARGV[3]); a lead that does makes the attempt
+// ask the other nodes anyway (round.followLead) instead of taking it for a lost race,
+// and a failed attempt that met it comes again soon (waiter.settling).
 type leadHint struct {
 	first bool
 	gone  string
+	// line: the attempt is an Acquire's, of the Client with this lineID, which joins
+	// the key's line for lease if the key's line node refuses it (line.go).
+	line  string
+	lease time.Duration
 }
 
 // stepRequest returns the acquire step that req sends to every node.
@@ -273,11 +287,16 @@ func (req roundRequest) stepRequest() stepRequest {
 		return req.fair.stepRequest(req)
 	}
 	sr := acquireStep(req.key, req.owner, req.token, req.ttl, req.fence)
-	if req.lead.first && req.owner == "" && req.fence == 0 { // stepAcquire
-		sr.leadFirst = true
+	if req.owner == "" && req.fence == 0 { // stepAcquire
+		sr.leadFirst = req.lead.first
 		if req.lead.gone != "" {
 			sr.args = append(sr.args, req.lead.gone)
 		}
+	}
+	if req.lead.line != "" && req.owner == "" && req.fence == 0 {
+		line, leases, turn := LineKeys(req.key)
+		sr.lineKeys = []string{req.key, line, leases, turn}
+		sr.lineArgs = []any{req.token, req.ttl.Milliseconds(), req.lead.gone, req.lead.line, req.lead.lease.Milliseconds()}
 	}
 	return sr
 }
@@ -315,6 +334,8 @@ func (c *Client) round(ctx context.Context, req roundRequest) (*Lock, *QuorumErr
 		qe.note = "no fencing token of the owner's lease was reported by a majority"
 	}
 	qe.quorum, qe.round = t.quorumIn, r
+	qe.turn = req.lead.line != "" && t.noHigh == replyTurn
+	qe.goneHere = req.lead.gone != "" && t.noHigh == replyGoneHere
 	return nil, qe, t
 }
 
@@ -390,7 +411,7 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, 
 	// is announced as a Release is, once its deletes make a majority: the nodes do not
 	// announce it.
 	if !c.opts.Fair {
-		defer func() { c.announceRelease(key, token, cr, t) }()
+		defer func() { c.announceRelease(key, token, cr, t, false) }()
 	}
 	for waiting > 0 {
 		select {

@@ -93,7 +93,7 @@ func TestAgePauseCapped(t *testing.T) {
 	c := &Client{opts: Options{NodeTimeout: 40 * time.Millisecond}}
 	for _, took := range []time.Duration{200 * time.Microsecond, 2 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
 		tk := &ticket{q: &queues{c: c}, kq: &keyQueue{remote: true, winLosses: 10}}
-		d, _ := tk.pauseLed(1, took)
+		d, _, _ := tk.pauseLed(1, took)
 		if want := min(agePause(10, 1, took), 10*time.Millisecond); d != want {
 			t.Errorf("took %v: pause %v, want %v", took, d, want)
 		}

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"time"
 )
 
 // releaseChannel is the pub/sub channel on which the Clients waiting for key hear that
@@ -47,13 +48,20 @@ const announcePrefix = "!"
 // and announces: a Release whose context ended or whose majority answered after the
 // node timeout, and a failed attempt's clean-up still queued behind a slow node, wake
 // the waiters when their deletes land, as the nodes' own notices did. Only t's own
-// replies may have been read from r.replies.
-func (c *Client) announceRelease(key, token string, r *round, t tally) {
-	q := t.quorum()
-	if t.gone >= q {
-		c.announce(key, token, t)
+// replies may have been read from r.replies. With leadPublishes (a plain lock's
+// release: Client.lineRelease), release.lua announced it on the key's line node if
+// that node deleted the key, and this Client announces nothing; it waits for that
+// node's reply, if the majority came first, as long again as the majority took,
+// unless the node failed or was slow lately.
+func (c *Client) announceRelease(key, token string, r *round, t tally, leadPublishes bool) {
+	q, lw := t.quorum(), c.watchLine(key, leadPublishes)
+	if t.gone >= q && lw.heard(t) {
+		if !lw.published(t) { // else release.lua announced it on the line node (line.go)
+			c.announce(key, token, t)
+		}
 		return
 	}
+	late := t.gone < q
 	t.pending, t.failed, t.unread = t.pending+t.unread, t.failed-t.unread, 0 // their replies will come
 	if t.gone+t.pending < q {
 		return
@@ -61,14 +69,79 @@ func (c *Client) announceRelease(key, token string, r *round, t tally) {
 	c.inFlight.Add(1)
 	go func() {
 		defer c.inFlight.Done()
-		for t.gone < q && t.gone+t.pending >= q {
-			t.addReply(<-r.replies)
+		lw.readRest(r, &t)
+		if t.gone < q || c.isClosed() { // once closed, nobody here waits, and Close would wait for it
+			return
 		}
-		if t.gone >= q && !c.isClosed() { // once closed, nobody here waits, and Close would wait for it
+		if late {
 			c.queues.goneLate(key, token) // this Client's own waiters: no PUBLISH needed
+		}
+		if late || !lw.published(t) {
+			// A late majority is announced even if the line node announced the release
+			// as it deleted the key: a named waiter may have given up meeting the
+			// release on the other nodes (waiter.settling) before they deleted it.
 			c.announce(key, token, t)
 		}
 	}()
+}
+
+// lineWatch is, for a plain lock's release (announceRelease), the key's line node,
+// whose reply shows whether release.lua announced the release there (−1: none), and
+// whether that reply is worth waiting for.
+type lineWatch struct {
+	line  int
+	await bool
+}
+
+// watchLine returns the lineWatch of a release of key; leadPublishes: the release's
+// call to the line node may announce it (round.leadPublishes).
+func (c *Client) watchLine(key string, leadPublishes bool) lineWatch {
+	if !leadPublishes {
+		return lineWatch{line: -1}
+	}
+	line := c.lineNode(key)
+	if line >= 64 {
+		return lineWatch{line: -1}
+	}
+	// A line node that failed or was slow lately (Client.lead skips it) is not waited
+	// for: its announcement would come late, if at all.
+	return lineWatch{line: line, await: line >= 0 && c.lead(key) == line}
+}
+
+// heard reports whether t has the line node's reply, or it is not awaited.
+func (lw lineWatch) heard(t tally) bool { return !lw.await || t.answered&(1<<lw.line) != 0 }
+
+// published reports whether t shows that the line node deleted the key, and so
+// announced the release.
+func (lw lineWatch) published(t tally) bool {
+	return lw.line >= 0 && t.positive&(1<<lw.line) != 0
+}
+
+// readRest reads round r's replies into *t until a majority shows the key gone and the
+// line node's reply is in, or neither can come. Once the majority is in, the line
+// node's reply is waited for as long again as the majority took (at least
+// lineReplyWait): a node that answers much later than the others is slow or down, and
+// its announcement may never come; if it comes after this Client's, the Clients it
+// does not name attempt once more.
+func (lw lineWatch) readRest(r *round, t *tally) {
+	q := t.quorum()
+	var wait *time.Timer
+	for (t.gone < q || !lw.heard(*t)) && t.pending > 0 && t.gone+t.pending >= q {
+		if t.gone < q {
+			t.addReply(<-r.replies)
+			continue
+		}
+		if wait == nil {
+			wait = time.NewTimer(max(t.quorumIn, lineReplyWait))
+			defer wait.Stop()
+		}
+		select {
+		case rep := <-r.replies:
+			t.addReply(rep)
+		case <-wait.C:
+			return
+		}
+	}
 }
 
 // goneLate wakes this Client's waiters for key once the release of token, whose round
@@ -102,7 +175,8 @@ func (c *Client) announce(key, token string, t tally) {
 		return
 	}
 	var order []int
-	if lead := c.lead(key); lead >= 0 && lead < 64 && t.positive&(1<<lead) != 0 {
+	lead := c.lineNode(key)
+	if lead >= 0 && lead < 64 && t.positive&(1<<lead) != 0 {
 		order = append(order, lead)
 	}
 	for i := range min(len(c.nodes), 64) {
@@ -119,7 +193,7 @@ func (c *Client) announce(key, token string, t tally) {
 				return // a fallback would only hold Close up, waiting for a node
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			err := c.nodes[i].rdb.Publish(ctx, releaseChannel(key), announcePrefix+token).Err()
+			err := c.publishOn(ctx, i, lead, key, token)
 			cancel()
 			if err == nil {
 				return

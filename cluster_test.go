@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,7 +214,7 @@ func clusterWakeUp(t *testing.T, m *members) {
 	}
 	select {
 	case msg := <-heard:
-		if msg.Payload != "!"+lock.Token() {
+		if want := "!" + lock.Token(); msg.Payload != want && !strings.HasPrefix(msg.Payload, want+" ") {
 			t.Errorf("a member announced %q, want the releasing Client's notice of its token", msg.Payload)
 		}
 	case <-time.After(5 * time.Second):

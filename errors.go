@@ -92,6 +92,10 @@ type QuorumError struct {
 	gaveUp string        // KeepAlive's loss cause: why it gave up after this failed renewal
 	note   string        // why a step that a majority agreed to still failed, if not Late
 	round  *round        // the step's last round, for Options.Observer (acquire only)
+	turn   bool          // acquire: the key's line node kept the key for another Client's turn (line.go)
+	// goneHere, acquire: a node's key still held the token whose release the attempt
+	// followed (replyGoneHere): that release had not landed everywhere yet.
+	goneHere bool
 }
 
 func (e *QuorumError) Error() string {

@@ -130,3 +130,9 @@ func SetHandsOver(on bool) (restore func()) {
 func FairScriptHashes() (ticket, acquire, release string) {
 	return stepFairTicket.script.Hash(), stepFairAcquire.script.Hash(), stepFairRelease.script.Hash()
 }
+
+// LineNode returns the index of the node that keeps key's line (Client.lineNode).
+func (c *Client) LineNode(key string) int { return c.lineNode(key) }
+
+// LineID returns the id that names this Client in the lines of plain keys.
+func (c *Client) LineID() string { return c.queues.lineID }

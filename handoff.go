@@ -17,11 +17,12 @@ import (
 //     (Lock.handoff), at most maxHandoffs times in a row. A goroutine that releases and
 //     immediately calls Acquire again joins the back of the queue, so it cannot starve
 //     the others.
-//   - Across Clients, release.lua publishes the released token on the key's channel
-//     (releaseChannel) on every node that deleted the key. A Client subscribes, one
-//     connection per node shared by all its keys, to the channels of keys its waiters
-//     found taken, and wakes the head when a majority of nodes reported the same token
-//     released: the key is then free on a majority and the next attempt can win.
+//   - Across Clients, a release is announced on the key's channel (releaseChannel)
+//     once: by the key's line node as it deletes the key, naming the head of the
+//     key's line, whose Client attempts at once while the others wait (line.go); or
+//     by the releasing Client once a majority deleted it (Client.announce). A Client
+//     subscribes, one connection per node shared by all its keys, to the channels of
+//     keys its waiters found taken.
 //   - Polling with Options.RetryDelay stays as the fallback: a lock that expires is
 //     never announced, and notices are lost while a node is down or reconnecting.
 //
@@ -29,8 +30,8 @@ import (
 // mutex) and the direct handoff inside one Client (offers, Lock.handoff, the record of
 // the locks this Client holds); handoff_queue.go the wait queue (turns and wake-ups, no
 // Redis); handoff_announce.go the release announcer (subscriptions, notices, the timer
-// that drops idle keys); handoff_pacing.go every constant and decision of fairness and
-// timing.
+// that drops idle keys); channels.go the announcements; line.go the line across
+// Clients; handoff_pacing.go every constant and decision of fairness and timing.
 
 // queues is a Client's per-key state for waiters and its subscriptions.
 type queues struct {
@@ -42,6 +43,8 @@ type queues struct {
 	// ("<fairID>:<waiter>") and in its channel (fairChannel): the nodes tell the head
 	// of a queue that the key is free on the channel of the head's Client only.
 	fairID string
+	// lineID names this Client in the lines of plain keys (line.go).
+	lineID string
 	// fairKeys maps each fair waiter id of this Client to its key, for the notices on
 	// the Client's channel; fairListening holds the nodes that confirmed that channel.
 	fairKeys      map[string]string
@@ -232,7 +235,7 @@ func (q *queues) released(l *Lock, courtesy time.Duration, heard int64, yield ti
 	// A fair waiter attempts when the nodes name it the head (notice): this Client
 	// does not know which of the waiters that is.
 	if kq != nil && !q.c.opts.Fair {
-		kq.courtesy, kq.gone = courtesy, l.token
+		kq.courtesy, kq.gone, kq.released = courtesy, l.token, l.token
 		kq.wakeUp(courtesy > 0)
 	}
 	others := heard - 1

@@ -62,9 +62,7 @@ func (q *queues) notice(node int, channel, msg string) {
 	if !q.c.opts.Fair && strings.HasPrefix(msg, announcePrefix) {
 		// A releasing Client's, after its majority. This Client's own release woke its
 		// waiters already (queues.released, with the courtesy it chose): not again.
-		if token := msg[len(announcePrefix):]; token != kq.gone {
-			kq.announced(token)
-		}
+		q.heardAnnounce(key, kq, msg[len(announcePrefix):])
 		return
 	}
 	if q.c.opts.Fair && strings.HasPrefix(msg, "=") {
@@ -430,6 +428,7 @@ func (q *queues) sweep(now time.Time) (next time.Duration, lingering bool) {
 		}
 		left := d - now.Sub(kq.idle)
 		if left <= 0 {
+			q.stopLine(kq)
 			delete(q.keys, key)
 			delete(q.chans, releaseChannel(key)) // fair keys do not linger
 			dropped = true
@@ -460,6 +459,9 @@ func (q *queues) close() {
 		q.wg.Done() // its sweepLater will not run
 	}
 	q.sweeper = nil
+	for _, kq := range q.keys {
+		q.stopLine(kq)
+	}
 	for tm := range q.partials { // they would only find the Client closed
 		if tm.Stop() {
 			q.wg.Done()

@@ -57,6 +57,33 @@ const (
 	// trip (a node near its timeout) cannot stretch the pause past the yield's own cap
 	// (NodeTimeout).
 	agePauseDivisor = 4
+	// lineLease: a waiter's place in a key's line (line.go) lasts this long after its
+	// latest attempt, or 3 times the wait its pacing chose last if that is more, up
+	// to lineLeaseMax (lineLeaseFor): a waiter that polls keeps its place, and with
+	// the default RetryDelay one that died leaves the line within a second.
+	lineLease = time.Second
+	// lineLeaseMax: a waiter that polls less often than every 20 s does not keep a
+	// dead Client's place alive (and costing a turn per release) for longer.
+	lineLeaseMax = time.Minute
+	// lineTurnDivisor: a release gives the line's head the key's turn for
+	// NodeTimeout/lineTurnDivisor (lineTurn): its Client hears of it within a round
+	// trip and asks every node at once; meanwhile the line node refuses the key to
+	// other Acquires. It is also how long the other Clients wait for the next
+	// announcement before they attempt anyway (a head that died, or missed its turn),
+	// so a dead head costs each hand-over that long, until its place lapses.
+	lineTurnDivisor = 4
+	// lineReplyWait: a releasing Client whose majority answered before the key's line
+	// node waits for that node's reply (which tells whether it announced the release,
+	// release.lua) as long again as the majority took, and at least this long.
+	lineReplyWait = time.Millisecond
+	// settleFloor: the first retry after meeting a release that had not landed on
+	// every node comes a round trip later, at least this long (a round trip to a
+	// majority can read as 0 on a coarse clock).
+	settleFloor = 100 * time.Microsecond
+	// settleDoublings: each further retry waits twice as long, up to this many
+	// doublings (a thousand round trips), for as long as NodeTimeout from the wake-up
+	// (waiter.settling): a few calls cover a delete that lands a node timeout late.
+	settleDoublings = 10
 	// winAverage: winLosses moves 1/winAverage of the way to each winner's losses, so
 	// it follows a change in the number of waiting Clients within a few hand-overs.
 	winAverage = 4
@@ -92,15 +119,20 @@ func (t *ticket) pause(took time.Duration) time.Duration {
 // lead keeps woken heads from splitting the votes, so no jitter. A courtesy still
 // holds; after an announcement the head waits its agePause, given the races it lost
 // so far and its latest round trip. It also returns the token whose release made the
-// latest wake-up (keyQueue.gone).
-func (t *ticket) pauseLed(losses int, took time.Duration) (time.Duration, string) {
+// latest wake-up (keyQueue.gone), and named: that release named this Client the head
+// of the key's line (line.go), which then attempts at once.
+func (t *ticket) pauseLed(losses int, took time.Duration) (d time.Duration, gone string, named bool) {
 	t.q.mu.Lock()
 	defer t.q.mu.Unlock()
-	d := wakePause(t.kq.remote, t.kq.courtesy, 0, nil)
+	if t.kq.named {
+		t.kq.named = false
+		return 0, t.kq.gone, true
+	}
+	d = wakePause(t.kq.remote, t.kq.courtesy, 0, nil)
 	if t.kq.remote && t.kq.courtesy == 0 {
 		d = min(agePause(t.kq.winLosses, losses, took), t.q.c.opts.NodeTimeout/agePauseDivisor)
 	}
-	return d, t.kq.gone
+	return d, t.kq.gone, false
 }
 
 // agePause orders the woken heads of several Clients by how many races they lost (a
@@ -161,18 +193,29 @@ type pacing struct {
 	quick  bool          // the latest attempt lost a race (lostRace)
 	took   time.Duration // its round trip to a majority
 	held   time.Time     // a lock of this Client holds the key until then; zero: none
+	turn   time.Duration // the latest attempt met another Client's turn, which ends within this
+	settle time.Duration // the latest attempt met a release not landed everywhere: come again this soon
 }
 
 // delay is the pacing decision: how long the head waits before its next attempt (a
 // wake-up or a handoff ends the wait sooner). By default, what retry (Options.RetryDelay)
 // gives for the attempts failed so far; after a lost race, one to three round trips
-// (quickSpread) if that is sooner; while a lock of this Client holds the key, until that
+// (quickSpread) if that is sooner; after meeting another Client's turn on the key's
+// line node, when that turn is over (turn) if that is sooner; after meeting a node
+// where the release it followed had not landed, soon (settle); while a lock of this
+// Client holds the key, until that
 // lock's validity ends (its Release wakes the head first). jitter(n) returns a random
 // duration in [0, n); with the two functions fixed, delay depends on its inputs only.
 func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitter func(n time.Duration) time.Duration) time.Duration {
 	d := retry(max(p.failed, 1))
 	if p.quick {
 		d = min(d, p.took+jitter(quickSpread*p.took))
+	}
+	if p.turn > 0 {
+		d = min(d, p.turn)
+	}
+	if p.settle > 0 {
+		d = min(d, p.settle)
 	}
 	if !p.held.IsZero() {
 		d = p.held.Sub(now)
@@ -184,4 +227,16 @@ func (p pacing) delay(now time.Time, retry func(attempt int) time.Duration, jitt
 // without a majority behind it that waiter attempts anyway (queues.partialNotice).
 func partialNoticeWait(nodeTimeout time.Duration) time.Duration {
 	return nodeTimeout / partialNoticeDivisor
+}
+
+// lineLeaseFor returns the lease of a waiter's place in a key's line (lineLease), given
+// the latest wait its pacing chose.
+func lineLeaseFor(delay time.Duration) time.Duration {
+	return min(max(lineLease, 3*delay), lineLeaseMax).Truncate(time.Millisecond)
+}
+
+// lineTurn returns how long a release keeps a free key for the line's head (see
+// lineTurnDivisor), at least a millisecond.
+func lineTurn(nodeTimeout time.Duration) time.Duration {
+	return max(nodeTimeout/lineTurnDivisor, time.Millisecond).Truncate(time.Millisecond)
 }

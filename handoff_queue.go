@@ -30,10 +30,16 @@ type keyQueue struct {
 	noticeSeq  uint64             // notices' tokens heard so far (noticed.seq)
 	remote     bool               // the latest wake-up came from the nodes, not this Client
 	gone       string             // the token whose release made the latest wake-up, if known
+	released   string             // the token of this Client's latest release of the key (queues.released)
+	paceDelay  time.Duration      // the latest wait a waiter of this Client's pacing chose for the key (lineLeaseFor)
 	winLosses  float64            // races lost by this Client's recent winners, averaged (agePause)
 	offer      *offer             // the waiting head's standing request for a handoff
 	handoffs   int                // handoffs in a row since the last plain release
 	courtesy   time.Duration      // see released
+	named      bool               // the latest announcement named this Client the line's head (line.go)
+	lineToken  string             // the release whose announcement named another Client (lineWait); "" if none
+	lineDue    time.Time          // when lineWait's timer wakes the waiters
+	lineTimer  *time.Timer        // lineWait's timer; nil before the first
 	listening  map[int]bool       // the nodes that confirmed the key's subscription (not with Options.Fair: queues.fairListening)
 	// fair holds, with Options.Fair, the ids of this Client's fair waiters for the key,
 	// each with its latest naming: the waiter attempts when that changes (headNamed).
@@ -142,6 +148,7 @@ func (t *ticket) leave() {
 		kq.idle = time.Now()
 		q.schedule(q.lingering())
 	} else {
+		q.stopLine(kq)
 		delete(q.keys, t.key)
 	}
 }

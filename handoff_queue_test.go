@@ -419,11 +419,11 @@ func TestOwnAnnouncementKeepsCourtesy(t *testing.T) {
 	q.keys["k"].subscribed = true
 	l := &Lock{key: "k", token: "T"}
 	q.released(l, 20*time.Millisecond, 3, 0, time.Now())
-	if d, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
+	if d, _, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
 		t.Fatalf("courtesy after the release: %v", d)
 	}
 	q.notice(0, releaseChannel("k"), announcePrefix+"T") // this Client's own announcement
-	if d, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
+	if d, _, _ := tk.pauseLed(0, 0); d != 20*time.Millisecond {
 		t.Errorf("this Client's own announcement of T reset the head's courtesy: pause %v, want 20ms", d)
 	}
 }

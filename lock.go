@@ -317,7 +317,7 @@ func (l *Lock) wakeAfterRelease(r *round, t tally, capped bool, took time.Durati
 	heard := t.yesHigh // release.lua's largest yes: 1 + the subscribers on one node
 	c.queues.released(l, courtesyFor(capped, heard, took), heard, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
 	if !c.opts.Fair {
-		c.announceRelease(l.key, l.token, r, t)
+		c.announceRelease(l.key, l.token, r, t, r.leadPublishes)
 	}
 }
 
@@ -330,6 +330,8 @@ func (l *Lock) releaseRequest(args []any) stepRequest {
 	req := releaseStep(l.key, l.owner, args...)
 	if l.c.opts.Fair {
 		req = l.fairRelease(req)
+	} else if l.owner == "" {
+		req = l.c.lineRelease(req)
 	}
 	req.after, req.mustLand = l.lastRound, true
 	return req

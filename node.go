@@ -50,10 +50,10 @@ type step struct {
 	text func(v int64) outcome
 }
 
-// acquireReply judges acquire.lua: 1 yes; 0, or 2 (the key still holds the token
-// whose release was announced: replyGoneHere), no.
+// acquireReply judges acquire.lua: 1 yes; 0, 2 (the key still holds the token whose
+// release was announced: replyGoneHere) or 3 (replyTurn), no.
 func acquireReply(v int64) outcome {
-	if v == replyGoneHere {
+	if v == replyGoneHere || v == replyTurn {
 		return outNo
 	}
 	return yesOrNo(v)
@@ -62,6 +62,11 @@ func acquireReply(v int64) outcome {
 // replyGoneHere is acquire.lua's answer that the key still holds the token given as
 // released: the release has not reached the node yet (round.followLead).
 const replyGoneHere = 2
+
+// replyTurn is acquire.lua's answer, on the key's line node, that the key is free but
+// kept for the line's head, another Client (line.go): the attempt lost there, and
+// comes again when the turn is over (waiter.turn).
+const replyTurn = 3
 
 // yesOrNo judges the scripts that answer 1 (did it) or 0 (did not).
 func yesOrNo(v int64) outcome {

@@ -22,6 +22,7 @@ type tally struct {
 	positive                    uint64        // the nodes (those below 64) whose yes had a value above 0: a release's deletes
 	gone                        int           // of yes: those with a value of 0 or more (a release: the key is gone there)
 	unread                      int           // of failed: nodes gather gave up on, whose replies are still to come
+	answered                    uint64        // the nodes (those below 64) whose reply addReply recorded
 }
 
 func newTally(n int) tally { return tally{n: n, pending: n} }
@@ -57,6 +58,9 @@ func (t *tally) add(o outcome, v int64) {
 // with −2, replyHoldsLeft.)
 func (t *tally) addReply(rep reply) {
 	t.add(rep.out, rep.val)
+	if rep.node < 64 {
+		t.answered |= 1 << rep.node
+	}
 	if rep.out != outYes || rep.val < 0 {
 		return
 	}
@@ -117,6 +121,9 @@ type round struct {
 	// calls are answered "no" without being sent: the lead answered that another token
 	// holds the key, so no node has ours and the clean-up has nothing to undo.
 	lostAtLead atomic.Bool
+	// leadPublishes: a release whose call to the key's line node announces it there
+	// (Client.lineRelease).
+	leadPublishes bool
 
 	obs *roundObs // with Options.Observer: what gather saw (observe_emit.go); else nil
 }
@@ -282,6 +289,11 @@ type stepRequest struct {
 	// only it asks the other nodes, so the votes cannot split. Ignored with after, or
 	// when the key has no usable lead.
 	leadFirst bool
+	// lineKeys and lineArgs, when lineArgs is not nil, replace keys and args for the
+	// key's lead node (Client.lead) alone: a plain acquire that joins the key's line
+	// there if it is refused (acquire.lua's ARGV[4]).
+	lineKeys []string
+	lineArgs []any
 }
 
 // start queues the step's script for every node at once (each node's sender sends it,
@@ -290,11 +302,9 @@ type stepRequest struct {
 // c.inFlight, so none outlives Client.Close. req says what to send and how it is ordered
 // behind the lock's earlier calls.
 func (c *Client) start(ctx context.Context, req stepRequest) *round {
-	st, keys, after := req.step, req.keys, req.after
-	n := len(c.nodes)
+	st, keys, after, n := req.step, req.keys, req.after, len(c.nodes)
 	r := c.newRound(st, n)
-	r.replies, r.calls = make(chan reply, n), make([]roundCall, n)
-	r.queues = req.queues
+	r.replies, r.calls, r.queues = make(chan reply, n), make([]roundCall, n), req.queues
 	r.expires = time.Now().Add(c.opts.NodeTimeout)
 	if _, ok := c.opts.Clock.(systemClock); !ok {
 		r.timeout = c.opts.Clock.After(c.opts.NodeTimeout)
@@ -303,17 +313,17 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 		r.deadline = c.opts.Clock.Now().Add(c.opts.NodeTimeout)
 	}
 	c.inFlight.Add(n) // the caller holds an operation (Client.enter), so Close is waiting
-	// One deadline for the round's calls: with go-redis's default ContextTimeoutEnabled
-	// off it bounds waiting for a pooled connection, dialling and retry back-off, the
-	// phases in which nothing was sent yet. Reads and writes are bounded by go-redis's
-	// own timeouts (see NewFromURLs); the round's timer bounds how long the caller waits.
+	// One deadline for the round's calls: with go-redis's ContextTimeoutEnabled off it
+	// bounds waiting for a connection, dialling and back-off, before anything is sent.
+	// Reads and writes have go-redis's own timeouts (NewFromURLs); the round's timer
+	// bounds how long the caller waits.
 	var rctx context.Context
 	rctx, r.cancel = context.WithTimeout(context.WithoutCancel(ctx), c.opts.NodeTimeout)
 	r.left.Store(int32(n))
 	for i := range c.nodes {
 		r.calls[i].done = make(chan struct{})
 	}
-	lead := c.leadFor(r, req)
+	lead, line := c.leadFor(r, req), c.lineCall(r, req)
 	var leadCall *nodeCall
 	var withCounter [2][]string // a fenced step's KEYS for plain and Cluster nodes, made once
 	var vectors [2][]any        // EVALSHA's arguments with those KEYS (one kind without fencing)
@@ -333,6 +343,9 @@ func (c *Client) start(ctx context.Context, req stepRequest) *round {
 		}
 		call := callPool.Get().(*nodeCall)
 		*call = nodeCall{r: r, i: i, ctx: rctx, st: st, keys: nodeKeys, args: req.args, vector: vectors[kind], need: req.need, mustLand: req.mustLand}
+		if i == line {
+			call.keys, call.args, call.vector = req.lineKeys, req.lineArgs, evalShaArgs(st.script, req.lineKeys, req.lineArgs)
+		}
 		switch {
 		case lead < 0:
 			c.nodes[i].s.enqueue(call, after)
@@ -371,15 +384,9 @@ func (c *Client) leadFor(r *round, req stepRequest) int {
 // the nodes. Safety does not depend on it: Clients that
 // pick different leads only race as they would without one.
 func (c *Client) lead(key string) int {
-	if len(c.nodes) < 2 {
+	best := c.lineNode(key)
+	if best < 0 {
 		return -1
-	}
-	kh := fnv64a(key)
-	best, bestRank := 0, uint64(0)
-	for i := range c.nodes {
-		if rank := mix64(kh ^ c.nodes[i].hash); i == 0 || rank > bestRank {
-			best, bestRank = i, rank
-		}
 	}
 	if s := c.nodes[best].s; s.failing.Load() || time.Now().UnixNano() < s.noLeadUntil.Load() {
 		return -1

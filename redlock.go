@@ -136,6 +136,9 @@ func newClient(rdbs []redis.UniversalClient, names []string, opts Options) (*Cli
 		shut:    make(chan struct{}),
 	}
 	c.queues.c = c
+	if c.queues.lineID, err = newToken(); err != nil {
+		return nil, err
+	}
 	if o.Fair {
 		id, err := newToken()
 		if err != nil {

@@ -35,6 +35,22 @@ type waiter struct {
 	losses int
 
 	tries, refused int // attempts made, and their fencing refusals, for Options.Observer
+	// settling: how many attempts in a row, since the wake-up at wokeAt that the
+	// release of settleGone made, met a node where that release had not landed yet
+	// (QuorumError.goneHere; a release's announcement can come before all its deletes);
+	// the next attempt comes soon (pacing.settle), within NodeTimeout of the wake-up.
+	settling   int
+	settleGone string
+	wokeAt     time.Time
+	// turn: the latest attempt met another Client's turn on the key's line node: the
+	// next one comes when that turn is over, lead-first (pacing.turn).
+	turn bool
+	// placed: the lease of the place in the key's line that the latest attempt took or
+	// renewed, if it was refused (0: none); a longer wait renews it first (renewLine).
+	placed time.Duration
+	// delay: the latest wait the pacing chose, which the line entry's lease outlasts
+	// (lineLeaseFor).
+	delay time.Duration
 
 	// free: the attempt being made follows checks alone (keyQueue.lastReal), so that it
 	// counts neither toward Options.MaxAttempts nor for the retry delay; checks counts
@@ -104,6 +120,7 @@ func (w *waiter) pass() (*Lock, error) {
 	case w.waitFirst:
 	case held.IsZero():
 		w.checked(w.t.onlyChecks(since))
+		w.free = w.free || w.settling > 0 // a release still landing is no contention
 		if lock, err := w.try(); lock != nil || err != nil {
 			return lock, err
 		}
@@ -114,7 +131,22 @@ func (w *waiter) pass() (*Lock, error) {
 	}
 	w.waitFirst = false
 	p := pacing{failed: w.attempt - 1, quick: w.quick, took: w.took, held: held}
-	return w.sleep(wake, p.delay(now, c.opts.RetryDelay, rand.N[time.Duration]))
+	if w.turn {
+		p.turn = lineTurn(c.opts.NodeTimeout)
+		w.lead = leadHint{first: true} // one call to the line node, not every node's
+	}
+	if w.settling > 0 {
+		p.settle = max(w.took, settleFloor) << min(w.settling-1, settleDoublings)
+		w.lead = leadHint{gone: w.settleGone}
+	}
+	w.delay = p.delay(now, c.opts.RetryDelay, rand.N[time.Duration])
+	t.paced(w.delay)
+	if lease := lineLeaseFor(w.delay); w.placed > 0 && lease > w.placed {
+		// The place the latest attempt took or renewed would lapse during this wait.
+		w.placed = lease
+		c.renewLine(w.key, lease)
+	}
+	return w.sleep(wake, w.delay)
 }
 
 // try makes one attempt. Nil lock and error mean that it failed and Acquire goes on:
@@ -122,6 +154,12 @@ func (w *waiter) pass() (*Lock, error) {
 func (w *waiter) try() (*Lock, error) {
 	lead := w.lead
 	w.lead = leadHint{}
+	// A plain Acquire's attempt joins the key's line if refused there: its first
+	// refusal is when it came. (A grant there writes nothing for the line.)
+	if o := &w.c.opts; !o.Fencing && !o.Fair && w.owner() == "" {
+		lead.line, lead.lease = w.c.queues.lineID, w.c.queues.leaseFor(w.key, w.delay)
+	}
+
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl, lead)
 	if lock != nil {
 		w.c.queues.won(w.key, w.losses)
@@ -139,6 +177,10 @@ func (w *waiter) try() (*Lock, error) {
 		return nil, err
 	}
 	w.last = qe
+	w.placed = 0
+	if lead.line != "" && qe.Refused > 0 {
+		w.placed = lead.lease // refused, maybe by the line node: it took or renewed a place
+	}
 	if !w.free {
 		w.attempt++
 	}
@@ -147,6 +189,12 @@ func (w *waiter) try() (*Lock, error) {
 	}
 	if qe.Refused > 0 && w.t != nil {
 		w.t.subscribe() // held elsewhere: hear when it is released
+	}
+	w.turn = qe.turn
+	if qe.goneHere && lead.gone != "" && w.c.opts.Clock.Now().Sub(w.wokeAt) < w.c.opts.NodeTimeout {
+		w.settling, w.settleGone = w.settling+1, lead.gone
+	} else {
+		w.settling = 0
 	}
 	w.quick = !w.quickUsed && lostRace(qe, w.took)
 	w.quickUsed = w.quickUsed || w.quick
@@ -199,9 +247,12 @@ func (w *waiter) sleep(wake <-chan struct{}, delay time.Duration) (*Lock, error)
 // its last attempt's duration, so that one of them can go first. A courtesy
 // (wakePause) is waited out either way.
 func (w *waiter) afterWake() {
+	w.wokeAt, w.settling = w.c.opts.Clock.Now(), 0
 	if w.canLead() {
-		d, gone := w.t.pauseLed(w.losses, w.took)
-		w.lead = leadHint{first: true, gone: gone}
+		d, gone, named := w.t.pauseLed(w.losses, w.took)
+		// Named the line's head by the release: the line node keeps the key for it
+		// (the turn), so it asks every node at once, without a pause.
+		w.lead = leadHint{first: !named, gone: gone}
 		w.c.pause(w.ctx, d)
 		return
 	}
