@@ -392,6 +392,58 @@ var lateSteps = []lateStep{
 		w.held["F9"] = l
 		return err
 	}},
+	{"line: a Client gives up and leaves, another waits, renews its place, is named and wins", func(w *lateWorld, ctx context.Context) error {
+		const key = "kl"
+		holder, err := w.a.Acquire(ctx, key, 10*time.Second)
+		if err != nil {
+			return err
+		}
+		order, leases, _ := redlock.LineKeys(key)
+		line := w.c.admin[w.a.LineNode(key)]
+		quitter, err := redlock.New(w.rec.clients(w.c.servers), redlock.Options{MaxAttempts: 1})
+		if err != nil {
+			return err
+		}
+		defer quitter.Close()
+		if l, err := quitter.Acquire(ctx, key, time.Second); !errors.Is(err, redlock.ErrNotAcquired) {
+			return fmt.Errorf("one attempt at a held key: %v, %v", l, err)
+		}
+		quitter.WaitForCalls() // its line_leave.lua
+		// Polling once an hour, b's waiter renews the place its first refusal took
+		// with the 1 s floor (line_renew.lua) before it sleeps.
+		b, err := redlock.New(w.rec.clients(w.c.servers), noPolling)
+		if err != nil {
+			return err
+		}
+		w.t.Cleanup(func() { b.Close() })
+		waiting := acquireAsync(ctx, b, key, 10*time.Second)
+		eventually(w.t, "b's renewed place", func() bool {
+			ms, err := line.ZScore(ctx, leases, b.LineID()).Result()
+			return err == nil && time.Until(time.UnixMilli(int64(ms))) > 30*time.Second
+		})
+		eventually(w.t, "b's subscriptions", func() bool { return b.Listening(key) == len(w.c.servers) })
+		if err := holder.Release(ctx); err != nil { // release.lua names b and gives it the turn
+			return err
+		}
+		r := wantResult(w.t, "b", waiting)
+		w.held["LB"] = r.lock
+		if ids := line.ZRange(ctx, order, 0, -1).Val(); slices.Contains(ids, quitter.LineID()) {
+			return fmt.Errorf("the line %q still holds the Client that gave up", ids)
+		}
+		sent := map[string]bool{} // the scripts whose copies the test will deliver
+		sources := scriptSources(w.t)
+		for _, call := range w.rec.sent() {
+			if src, ok := sources[fmt.Sprint(call.args[1])]; ok {
+				sent[strings.TrimSuffix(strings.Fields(src)[1], ":")] = true // "-- name.lua: ..."
+			}
+		}
+		for _, name := range []string{"line_leave.lua", "line_renew.lua"} {
+			if !sent[name] {
+				return fmt.Errorf("%s was not sent: its late copies go untested", name)
+			}
+		}
+		return r.err
+	}},
 }
 
 // nodeState is one node's view of a held lock, read in one round trip between from

@@ -17,8 +17,9 @@ import (
 //     naming the nodes alike picks for the key, whether or not it is slow right now.
 //   - An Acquire's attempt that the line node refuses puts its Client in the line
 //     there (acquire.lua, ARGV[4]: the Client's lineID), in the order of the node's
-//     clock, once; each later refusal renews its lease (lineLeaseFor). Winning the key
-//     there takes the Client out.
+//     clock, once; each later refusal renews its lease (lineLeaseFor). A grant writes
+//     nothing for the line: the Client keeps its place while it holds the key, and
+//     its release takes it out.
 //   - Release deletes the key there and gives the line's live head the key's turn for
 //     lineTurn (release.lua): the line node refuses the free key to every other
 //     Acquire meanwhile. It PUBLISHes "!<token> <head>" there, so the announcement
