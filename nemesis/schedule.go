@@ -45,10 +45,16 @@ const (
 	// the faults of Mixed: leases change hands between Clients all the time, so a
 	// Client's last counter is often behind and it proposes a stale token.
 	Fenced Family = "fenced"
+	// Line: plain Clients (no fencing, owners or fairness) of one worker each on one
+	// key, mostly short holds: every release goes across Clients, through the key's
+	// line (docs/design.md, "The line of a plain key"); a minority cut off from one
+	// Client at a time, as in Handoff, so that a head's lock often rests on a bare
+	// majority that includes the line node.
+	Line Family = "line"
 )
 
 // Families lists every family; a soak cycles through them.
-var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend, Reentrant, Fair, Fenced}
+var Families = []Family{Mixed, Handoff, Drift, Cleanup, LateExtend, Reentrant, Fair, Fenced, Line}
 
 // ParseFamily returns the family named s.
 func ParseFamily(s string) (Family, error) {
@@ -302,6 +308,14 @@ func Generate(seed uint64, f Family) *Schedule {
 				s.Procs[p][c].Sessions = pick(SessShortWait, SessShortWait, SessHold)
 			}
 		}
+	case Line:
+		for p := range s.Procs {
+			for c := range s.Procs[p] {
+				cl := &s.Procs[p][c]
+				cl.Workers = 1
+				cl.Sessions = pick(SessHold, SessHold, SessHold, SessHold, SessTry, SessShortWait, SessExtend, SessDo)
+			}
+		}
 	case Reentrant:
 		// Holds of several owners on one key; TTL 1 s so that abandoned and kept
 		// holds cost other owners less of the run.
@@ -378,9 +392,10 @@ func faults(r *rand.Rand, s *Schedule) []Fault {
 			c += len(p)
 		}
 		return out
-	case Handoff:
+	case Handoff, Line:
 		// A minority cut off from one Client now and then leaves that Client's locks
-		// on a bare majority, where one shortened key lets the other Client in.
+		// on a bare majority, where one shortened key (or, in Line, one node that
+		// only said yes) lets another Client in.
 		return minorityCuts(r, clients, s.Length, between)
 	}
 	down := make([][2]time.Duration, 0) // kill and pause windows, to keep a majority up

@@ -136,6 +136,21 @@ var mutants = []mutant{{
 		Old: "\t\tdefault:\n\t\t\th.s.enqueue(h.c, nil)\n",
 		New: "\t\tcase out == outYes:\n\t\t\th.s.deliver(h.c, outYes, 0, nil)\n\t\tdefault:\n\t\t\th.s.enqueue(h.c, nil)\n"}},
 }, {
+	Name: "line-turn-grants",
+	What: "acquire.lua answers yes to the line's head during its turn without taking the key",
+	// The turn only refuses others (docs/design.md, "The line of a plain key"): taken
+	// for a grant, the line node counts for a head that holds nothing there, and once
+	// the turn is over another Client wins that node and the nodes the head missed.
+	// A head cut off from two nodes other than the line node wins with the line
+	// node's yes and the two left; another Client then gets the line node and the two
+	// cut off. (In mixed it survived two runs of three, 13 and 14 schedules; in
+	// handoff, where holders extend, three of three.)
+	Family: "line",
+	Check:  "lease mutex",
+	Edits: []edit{{File: "scripts/acquire.lua",
+		Old: "if line then\n  local turn = redis.pcall('GET', KEYS[4])\n",
+		New: "if line then\n  local turn = redis.pcall('GET', KEYS[4])\n  if turn == 'turn:' .. ARGV[4] then\n    return 1\n  end\n"}},
+}, {
 	Name:   "fair-set-no-nx",
 	What:   "fair_acquire.lua's head takes the key with SET without NX",
 	Family: "fair",
