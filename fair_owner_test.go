@@ -78,11 +78,20 @@ func TestFairOwnerReentersAheadOfQueue(t *testing.T) {
 	if took := r.at.Sub(released); took > 250*time.Millisecond {
 		t.Errorf("the waiter got the key %v after the owner's last release: it was not told", took)
 	}
+	// A majority holds the waiter's token once b's release has landed everywhere
+	// (it returned after a majority) and the waiter's calls are done. A node may
+	// instead have handed the key to an older registration of the waiter (about 1
+	// run in 80): the waiter's release frees that key too.
+	b.WaitForCalls()
 	r.lock.WaitForCalls()
-	c.wantValues("k", r.lock.Token(), r.lock.Token(), r.lock.Token())
+	if got := c.values("k"); len(slices.DeleteFunc(slices.Clone(got), func(v string) bool { return v != r.lock.Token() })) < 2 {
+		t.Fatalf("values of k on the nodes: %q; want the waiter's token %q on a majority", got, r.lock.Token())
+	}
 	if err := r.lock.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	r.lock.WaitForCalls()
+	c.wantValues("k", "", "", "")
 	c.waitQueued("k", 0)
 }
 
