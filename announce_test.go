@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,10 @@ func releaseMessages(t *testing.T, c *cluster) func() [][]string {
 // once, by the releasing Client on one node that deleted the key ("!<token>"), not by
 // each node that deleted it (five messages to every waiting Client before); the waiter,
 // which polls once an hour, gets the lock at once. An owner's last hold is announced
-// the same way, by its id. A release nobody else listens for is not announced.
+// the same way, by its id. A release nobody listens for is not announced. (A plain
+// lock's release is announced on the line node if anyone listens there, the
+// releasing Client included, which ignores it: its own view of its subscription may
+// be stale, TestLineReleaseAnnouncedDespiteStaleOwnSubscription.)
 func TestReleaseAnnouncedOnce(t *testing.T) {
 	c := newCluster(t, 5, redistest.Options{}, redlock.Options{})
 	heard := releaseMessages(t, c)
@@ -70,20 +74,30 @@ func TestReleaseAnnouncedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		results := acquireAsync(ctx, waiter, key, time.Minute)
-		eventually(t, "the waiter's subscriptions", func() bool { return waiter.Wakes(key) >= 1 })
+		// Subscribed on every node, the line node included: else the waiter may hear
+		// of the release only by its check after the last subscription, with nothing
+		// published.
+		eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == len(c.servers) })
 		if err := lock.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r := wantResult(t, "waiter", results)
+		r := wantResult(t, "waiter (owner "+strconv.Quote(owner)+")", results)
 		c.client.WaitForCalls() // the announcement is sent in the background
 		var all []string
 		for _, msgs := range heard() {
 			all = append(all, msgs...)
 		}
 		// A plain lock's release is announced on the key's line node, naming the
-		// waiter's Client, the line's head: "!<token> <line id>".
-		if want := "!" + lock.Token(); len(all) != 1 || all[0] != want && !strings.HasPrefix(all[0], want+" ") {
-			t.Errorf("owner %q: the nodes published %q, want %q once", owner, all, want)
+		// waiter's Client, the line's head: "!<token> <line id>"; the releasing Client
+		// announces it too if that node's reply came much later than the majority's
+		// (a loaded machine), but never more than that.
+		want := "!" + lock.Token()
+		ok := len(all) == 1 || len(all) == 2 && owner == ""
+		for _, m := range all {
+			ok = ok && (m == want || strings.HasPrefix(m, want+" "))
+		}
+		if !ok {
+			t.Errorf("owner %q: the nodes published %q, want %q once (a plain lock's: at most twice)", owner, all, want)
 		}
 		// Once the waiter's Client has gone, nobody else listens: nothing is published.
 		if err := r.lock.Release(ctx); err != nil {
@@ -93,6 +107,7 @@ func TestReleaseAnnouncedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "the waiter's subscriptions to go", func() bool { return allSubscribers(t, c, key) == 0 })
+		heard() // the waiter's own release, announced to itself
 		lock, err = c.client.TryAcquire(hctx, key, time.Minute)
 		if err != nil {
 			t.Fatal(err)

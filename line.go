@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	_ "embed" // announce.lua
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +28,9 @@ import (
 //
 // The line is a hint: a grant still needs a majority and validity, and the turn only
 // refuses. TryAcquire neither joins the line nor respects the turn. A waiter that polls
-// less than once a second keeps its place (its lease follows its pacing). A Client
+// less than once a second keeps its place: its lease follows its pacing, up to
+// lineLeaseMax, so one that waits more than a third of that between attempts loses
+// its place and takes a new one at the back when next refused. A Client
 // whose last waiter for the key gives up takes its place out (leaveLine); one that
 // closed or died keeps it until its lease ends, and while it is named the head, each
 // release costs lineTurn.
@@ -98,8 +99,11 @@ func (c *Client) lineCall(r *round, req stepRequest) int {
 // key's line node: after deleting the key there, release.lua gives the turn to the
 // line's head and announces the release, naming it, unless the node is a Cluster
 // member (its PUBSUB NUMSUB misses the other masters' subscribers, so Client.announce
-// does it, also naming the head: announceScript). ARGV[4] is how many of the node's
-// subscribers are this Client.
+// does it, also naming the head: announceScript). ARGV[4] "0": announce if anyone
+// listens there, this Client included (it ignores its own announcements): what this
+// Client knows of its own subscription there may be stale (a dropped connection, an
+// unsubscribe on its way), and a count that took it for a listener would leave the
+// release unannounced.
 func (c *Client) lineRelease(req stepRequest) stepRequest {
 	line := c.lineNode(req.keys[0])
 	if line < 0 {
@@ -114,21 +118,10 @@ func (c *Client) lineRelease(req stepRequest) stepRequest {
 	}
 	publish := ""
 	if !c.nodes[line].cluster {
-		publish = strconv.Itoa(c.queues.ownSubscriptions(key, line))
+		publish = "0"
 	}
 	req.lineArgs = []any{req.args[0], other, lineTurn(c.opts.NodeTimeout).Milliseconds(), publish, c.queues.lineID}
 	return req
-}
-
-// ownSubscriptions returns 1 if node i confirmed this Client's subscription to key's
-// release channel, else 0.
-func (q *queues) ownSubscriptions(key string, i int) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if kq := q.keys[key]; kq != nil && kq.subscribed && kq.listening[i] {
-		return 1
-	}
-	return 0
 }
 
 // splitAnnounce splits an announcement "<token>[ <head>]" (without its prefix).

@@ -380,11 +380,9 @@ func TestLineLeftAfterOneAttempt(t *testing.T) {
 	_ = r.lock.Release(ctx)
 }
 
-// subscribedAndHeld makes waiter's Client win key once after a wait, so that it stays
-// subscribed for the key (its subscriptions linger), and returns the key held again
-// by c.client on every node: waiter's next Acquire is refused by the line node and
-// takes a place there, and no check wake-up comes.
-func (c *cluster) subscribedAndHeld(waiter *redlock.Client, key string) *redlock.Lock {
+// wonAfterWait returns the lock of key that waiter's Client got after waiting for
+// c.client's: the Client stays subscribed for the key (its subscriptions linger).
+func (c *cluster) wonAfterWait(waiter *redlock.Client, key string) *redlock.Lock {
 	t, ctx := c.t, c.t.Context()
 	t.Helper()
 	holder, err := c.client.Acquire(ctx, key, time.Minute)
@@ -396,14 +394,25 @@ func (c *cluster) subscribedAndHeld(waiter *redlock.Client, key string) *redlock
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	won := wantResult(t, "the waiter", res).lock
+	return wantResult(t, "the waiter", res).lock
+}
+
+// subscribedAndHeld makes waiter's Client win key once after a wait, so that it stays
+// subscribed for the key (its subscriptions linger), and returns the key held again
+// by c.client on every node: waiter's next Acquire is refused by the line node and
+// takes a place there, and no check wake-up comes.
+func (c *cluster) subscribedAndHeld(waiter *redlock.Client, key string) *redlock.Lock {
+	t, ctx := c.t, c.t.Context()
+	t.Helper()
+	won := c.wonAfterWait(waiter, key)
 	if err := won.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Every node is free again before c.client asks (else its SET may miss the line
 	// node, and the waiter's next attempt win there and take no place).
 	won.WaitForCalls()
-	if holder, err = c.client.TryAcquire(ctx, key, time.Minute); err != nil {
+	holder, err := c.client.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	holder.WaitForCalls()

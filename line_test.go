@@ -34,6 +34,7 @@ func TestLineGrantsInArrivalOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // else a waiter's first attempt may win the line node, and take no place
 	var ids []string
 	var results []<-chan result
 	for i := range 4 {
@@ -41,6 +42,10 @@ func TestLineGrantsInArrivalOrder(t *testing.T) {
 		ids = append(ids, w.LineID())
 		results = append(results, acquireAsync(t.Context(), w, key, time.Minute))
 		eventually(t, "the waiter's place in the line", func() bool { return len(c.lineOf(key)) == i+1 })
+		// Its first attempt over (it listens once refused): a first attempt asks every
+		// node at once, and one still out at a release could win the nodes other than
+		// the line node during the head's turn (the line does not order it).
+		eventually(t, "the waiter's subscriptions", func() bool { return w.Listening(key) == len(c.servers) })
 	}
 	if got := c.lineOf(key); !slices.Equal(got, ids) {
 		t.Fatalf("line %q, want the arrival order %q", got, ids)

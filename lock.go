@@ -27,6 +27,11 @@ type Lock struct {
 	// Options.Fair or Options.Fencing; nil for other locks. While it is lastRound, Release drops its
 	// calls not sent yet (skipUnsent).
 	won *round
+	// placed: granted to an Acquire that an earlier attempt of had been refused, so
+	// its Client may have a place in the key's line (line.go), which Release takes
+	// out on the line node even if the winning call there was never sent. Set before
+	// the lock is returned.
+	placed bool
 
 	mu         sync.Mutex    // guards the fields below; innermost (see the lock order above Client)
 	ttl        time.Duration // of the latest successful Acquire or Extend
@@ -354,6 +359,14 @@ func (l *Lock) skipUnsent(req stepRequest) stepRequest {
 	}
 	l.won.abandoned.Store(true) // before the release is queued: its calls park behind these
 	req.need = l.won.sent
+	if req.lineArgs != nil && l.placed {
+		// The key's line node gets the release anyway: it takes this Client's place
+		// in the key's line out, which an earlier refused attempt took there (it
+		// finds no key of ours, so it deletes nothing). Only then: a node that does
+		// not answer would otherwise get a call queued for every release.
+		sent, line := l.won.sent, l.c.lineNode(l.key)
+		req.need = func(i int) bool { return i == line || sent(i) }
+	}
 	l.won = nil // used once: the lock is over
 	return req
 }

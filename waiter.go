@@ -48,6 +48,8 @@ type waiter struct {
 	// placed: the lease of the place in the key's line that the latest attempt took or
 	// renewed, if it was refused (0: none); a longer wait renews it first (renewLine).
 	placed time.Duration
+	// everPlaced: an attempt was refused with placed set (Lock.placed).
+	everPlaced bool
 	// delay: the latest wait the pacing chose, which the line entry's lease outlasts
 	// (lineLeaseFor).
 	delay time.Duration
@@ -162,6 +164,7 @@ func (w *waiter) try() (*Lock, error) {
 
 	lock, qe, err := w.c.try(w.ctx, w.key, w.ttl, lead)
 	if lock != nil {
+		lock.placed = w.everPlaced
 		w.c.queues.won(w.key, w.losses)
 	}
 	if lock != nil || err != nil {
@@ -180,8 +183,9 @@ func (w *waiter) try() (*Lock, error) {
 	w.placed = 0
 	if lead.line != "" && qe.Refused > 0 {
 		w.placed = lead.lease // refused, maybe by the line node: it took or renewed a place
+		w.everPlaced = true
 	}
-	if !w.free {
+	if !w.free && !qe.turn { // as in verdict
 		w.attempt++
 	}
 	if qe.Refused > 0 && lead.first {
@@ -276,7 +280,12 @@ func (w *waiter) verdict(qe *QuorumError) error {
 		w.last.ctxErr = qe.ctxErr
 		return w.last
 	}
-	if maxAttempts := w.c.opts.MaxAttempts; qe.ctxErr != nil || (maxAttempts > 0 && w.attempt >= maxAttempts && !w.free) || qe.hopeless() {
+	// An attempt refused by another Client's turn (QuorumError.turn) met a free key
+	// that the line node keeps for a moment: no contention, and it does not count
+	// toward MaxAttempts (a waiter whose NodeTimeout is shorter than the releaser's
+	// comes back more than once within one turn).
+	counts := !w.free && !qe.turn
+	if maxAttempts := w.c.opts.MaxAttempts; qe.ctxErr != nil || (maxAttempts > 0 && w.attempt >= maxAttempts && counts) || qe.hopeless() {
 		return qe
 	}
 	return nil

@@ -14,8 +14,9 @@
 -- Returns 1 when the key now holds ARGV[1] with at least ARGV[2] ms to live (newly set,
 -- or set already by this same token: a command re-sent after a lost reply, or a heal
 -- that found the key still there), 0 when another token holds it, 2 when that token
--- is ARGV[3] (its release has not reached this node yet: the attempt did not lose to
--- another one here), 3 when the key is free but it is another Client's turn (a release
+-- is ARGV[3], or the key is an owner's (reentrant_acquire.lua) that lists the hold
+-- ARGV[3] (the release announced has not reached this node yet: the attempt did not
+-- lose to another one here), 3 when the key is free but it is another Client's turn (a release
 -- named the head of the line: line.go). A refused Acquire takes a place at the back of
 -- the line, or renews its lease there. A TTL is never shortened. A key of another type
 -- raises WRONGTYPE, which the client counts as a failed node. Only the SET NX and the
@@ -66,7 +67,9 @@ end
 if line then
   join()
 end
-if cur == ARGV[3] then
+-- The announced release's lock is still here: its token, or, for an owner's last hold
+-- (announced by its hold id), an owner's key that lists that hold.
+if ARGV[3] and ARGV[3] ~= '' and (cur == ARGV[3] or string.find(cur, '|' .. ARGV[3] .. '|', 1, true)) then
   return 2
 end
 return 0

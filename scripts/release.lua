@@ -9,7 +9,9 @@
 -- KEYS[2..4]  the line's order, leases and turn (LineKeys)
 -- ARGV[3]     how long the line's head has the key's turn, in milliseconds
 -- ARGV[4]     "" (do not announce: the node is a Cluster member), or how many of this
---             node's subscribers to the key's channel are the releasing Client
+--             node's subscribers to the key's channel to leave out of the count that
+--             decides whether to announce ("0": the releasing Client ignores its own
+--             announcements, and its own count may be stale)
 -- ARGV[5]     the releasing Client's line id
 --
 -- Returns -1 when another token holds the key (that holder's lock is left untouched);
