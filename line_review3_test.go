@@ -31,6 +31,35 @@ func keyOnLineNode(t *testing.T, client *redlock.Client, prefix string, i int) s
 	return ""
 }
 
+// clientWithDialGate returns a Client (polling once an hour) whose clients of the
+// nodes i for which gated(i) holds cannot dial a new connection while *cut is set;
+// the connections they have keep working.
+func (c *cluster) clientWithDialGate(cut *atomic.Bool, gated func(i int) bool) *redlock.Client {
+	c.t.Helper()
+	rdbs := make([]redis.UniversalClient, len(c.servers))
+	for i, s := range c.servers {
+		opts := &redis.Options{Addr: s.Addr()}
+		if gated(i) {
+			opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if cut.Load() {
+					return nil, errors.New("cut off by the test")
+				}
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}
+		}
+		rdb := redis.NewClient(opts)
+		c.t.Cleanup(func() { rdb.Close() })
+		rdbs[i] = rdb
+	}
+	client, err := redlock.New(rdbs, noPolling)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { client.Close() })
+	return client
+}
+
 // TestLineReleaseAnnouncedDespiteStaleOwnSubscription: the releasing Client X still
 // lingers subscribed for the key, as it believes, but its subscription on the key's
 // line node is gone (the connection was cut, and X cannot dial that node again), while
@@ -44,27 +73,7 @@ func TestLineReleaseAnnouncedDespiteStaleOwnSubscription(t *testing.T) {
 	key := "line-stale-own"
 	line := c.client.LineNode(key)
 	var cut atomic.Bool // X cannot dial the line node while set
-	rdbs := make([]redis.UniversalClient, len(c.servers))
-	for i, s := range c.servers {
-		opts := &redis.Options{Addr: s.Addr()}
-		if i == line {
-			opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if cut.Load() {
-					return nil, errors.New("cut off by the test")
-				}
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
-			}
-		}
-		rdb := redis.NewClient(opts)
-		t.Cleanup(func() { rdb.Close() })
-		rdbs[i] = rdb
-	}
-	x, err := redlock.New(rdbs, noPolling)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { x.Close() })
+	x := c.clientWithDialGate(&cut, func(i int) bool { return i == line })
 	x.SetLinger(time.Minute)
 	// X waits once and wins: it stays subscribed on every node, and its pool keeps a
 	// connection to the line node for commands.
@@ -214,5 +223,57 @@ func TestOwnerReleaseMetLateAtTheLead(t *testing.T) {
 	}
 	slow.Store(false)
 	r := wantGrantWithin(t, "the plain waiter", res, released, 3*time.Second)
+	_ = r.lock.Release(ctx)
+}
+
+// TestOwnerReleaseAnnouncedDespiteStaleOwnSubscriptions: as
+// TestLineReleaseAnnouncedDespiteStaleOwnSubscription, for an owner's hold, which the
+// releasing Client announces itself: X lingers subscribed for the key, as it believes,
+// but its subscriptions are gone on every node and it cannot dial again, while Client
+// B, which waits and never polls, is subscribed everywhere. Before, X discounted its
+// own subscription from each node's count of listeners, found nobody, and announced
+// nothing: B slept on a free key.
+func TestOwnerReleaseAnnouncedDespiteStaleOwnSubscriptions(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	key := "owner-stale-own"
+	var cut atomic.Bool
+	x := c.clientWithDialGate(&cut, func(int) bool { return true })
+	x.SetLinger(time.Minute)
+	holder, err := c.client.Acquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := acquireAsync(redlock.WithOwner(ctx, "job"), x, key, time.Minute)
+	eventually(t, "X's subscriptions", func() bool { return x.Listening(key) == len(c.servers) })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	xl := wantResult(t, "X", first).lock
+	xl.WaitForCalls()
+	b := c.newClient(noPolling)
+	resB := c.waitInLine(ctx, b, key)
+
+	cut.Store(true)
+	channel := "redlock:released:" + key
+	for _, a := range c.admin {
+		if err := a.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "B subscribed again on every node, X on none", func() bool {
+		for _, a := range c.admin {
+			if a.PubSubNumSub(ctx, channel).Val()[channel] != 1 {
+				return false
+			}
+		}
+		return b.Listening(key) == len(c.servers)
+	})
+	time.Sleep(300 * time.Millisecond) // B's check attempt after its resubscription (refused: X holds the key)
+	released := time.Now()
+	if err := xl.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := wantGrantWithin(t, "B, which never polls", resB, released, 2*time.Second)
 	_ = r.lock.Release(ctx)
 }
