@@ -35,12 +35,9 @@ func keyOnLineNode(t *testing.T, client *redlock.Client, prefix string, i int) s
 // nodes i for which gated(i) holds cannot dial a new connection while *cut is set;
 // the connections they have keep working.
 func (c *cluster) clientWithDialGate(cut *atomic.Bool, gated func(i int) bool) *redlock.Client {
-	c.t.Helper()
-	rdbs := make([]redis.UniversalClient, len(c.servers))
-	for i, s := range c.servers {
-		opts := &redis.Options{Addr: s.Addr()}
+	return c.clientTuned(func(i int, o *redis.Options) redis.Hook {
 		if gated(i) {
-			opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				if cut.Load() {
 					return nil, errors.New("cut off by the test")
 				}
@@ -48,16 +45,8 @@ func (c *cluster) clientWithDialGate(cut *atomic.Bool, gated func(i int) bool) *
 				return d.DialContext(ctx, network, addr)
 			}
 		}
-		rdb := redis.NewClient(opts)
-		c.t.Cleanup(func() { rdb.Close() })
-		rdbs[i] = rdb
-	}
-	client, err := redlock.New(rdbs, noPolling)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	c.t.Cleanup(func() { client.Close() })
-	return client
+		return nil
+	})
 }
 
 // TestLineReleaseAnnouncedDespiteStaleOwnSubscription: the releasing Client X still
@@ -193,20 +182,12 @@ func TestOwnerReleaseMetLateAtTheLead(t *testing.T) {
 	key := "owner-late-at-lead"
 	line := c.client.LineNode(key)
 	var slow atomic.Bool
-	rdbs := make([]redis.UniversalClient, len(c.servers))
-	for i, s := range c.servers {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		if i == line {
-			rdb.AddHook(slowScripts{on: &slow, d: 300 * time.Millisecond, detach: true})
+	owner := c.clientTuned(func(i int, _ *redis.Options) redis.Hook {
+		if i != line {
+			return nil
 		}
-		t.Cleanup(func() { rdb.Close() })
-		rdbs[i] = rdb
-	}
-	owner, err := redlock.New(rdbs, noPolling)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Close() })
+		return slowScripts{on: &slow, d: 300 * time.Millisecond, detach: true}
+	})
 	hold, err := owner.Acquire(redlock.WithOwner(ctx, "job"), key, time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -60,12 +60,25 @@ func (c *cluster) clientSlowOffLine(key string, on *atomic.Bool, d time.Duration
 // clientHookedOffLine returns a Client (polling once an hour) with hook h on its
 // clients of every node but key's line node.
 func (c *cluster) clientHookedOffLine(key string, h redis.Hook) *redlock.Client {
-	c.t.Helper()
 	line := c.client.LineNode(key)
+	return c.clientTuned(func(i int, o *redis.Options) redis.Hook {
+		if i == line {
+			return nil
+		}
+		return h
+	})
+}
+
+// clientTuned returns a Client (polling once an hour) over new clients of the nodes,
+// node i's with the options tune(i, o) sets and the hook it returns (nil: none).
+func (c *cluster) clientTuned(tune func(i int, o *redis.Options) redis.Hook) *redlock.Client {
+	c.t.Helper()
 	rdbs := make([]redis.UniversalClient, len(c.servers))
 	for i, s := range c.servers {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
-		if i != line {
+		o := &redis.Options{Addr: s.Addr()}
+		h := tune(i, o)
+		rdb := redis.NewClient(o)
+		if h != nil {
 			rdb.AddHook(h)
 		}
 		c.t.Cleanup(func() { rdb.Close() })
