@@ -398,6 +398,7 @@ var lateSteps = []lateStep{
 		if err != nil {
 			return err
 		}
+		holder.WaitForCalls() // on every node: else b's attempt may win the line node and take no place
 		order, leases, _ := redlock.LineKeys(key)
 		line := w.c.admin[w.a.LineNode(key)]
 		quitter, err := redlock.New(w.rec.clients(w.c.servers), redlock.Options{MaxAttempts: 1})
