@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -167,6 +169,52 @@ func TestAnnouncementRacesClose(t *testing.T) {
 		cancel()
 	}
 	t.Logf("Release won the race in %d runs of 20", won)
+}
+
+// TestReleaseAnnouncedAsCloseBegins: a Release wins on nodes 2 and 3 of 3 (200 ms
+// each), while the key's line node, which lost the key, answers at 400 ms: its
+// release.lua deletes nothing there and announces nothing. The releasing Client waits
+// for that reply in the background and then announces the release itself; the test
+// closes that Client as soon as Release returns. Before, a Client that had begun to
+// close announced nothing (it took the release for a late majority, which Close need
+// not wait for), and the waiter in another Client, which never polls, slept on a key
+// free on a majority (TestAnnouncementRacesClose failed about 1 run in 100 so).
+func TestReleaseAnnouncedAsCloseBegins(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := t.Context()
+	key := "close-begins"
+	c.loadScripts() // else each delayed EVALSHA is followed by a delayed EVAL
+	line := c.client.LineNode(key)
+	var slow atomic.Bool
+	releaser := c.clientTuned(func(i int, _ *redis.Options) redis.Hook {
+		if i == line {
+			return slowScripts{on: &slow, d: 400 * time.Millisecond}
+		}
+		return slowScripts{on: &slow, d: 200 * time.Millisecond}
+	})
+	holder, err := releaser.Acquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.WaitForCalls()
+	if err := c.admin[line].Del(ctx, key).Err(); err != nil { // the line node loses the key
+		t.Fatal(err)
+	}
+	waiter := c.newClient(noPolling)
+	res := acquireAsync(ctx, waiter, key, time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == len(c.servers) })
+	time.Sleep(100 * time.Millisecond) // the waiter's check after subscribing: refused by nodes 2 and 3
+	slow.Store(true)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if err := releaser.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slow.Store(false)
+	r := wantGrantWithin(t, "waiter", res, released, 3*time.Second)
+	_ = r.lock.Release(ctx)
 }
 
 // TestOwnerHoldsLeftNotAnnounced: an owner holds the key with holds A and B, and

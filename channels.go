@@ -70,7 +70,12 @@ func (c *Client) announceRelease(key, token string, r *round, t tally, leadPubli
 	go func() {
 		defer c.inFlight.Done()
 		lw.readRest(r, &t)
-		if t.gone < q || c.isClosed() { // once closed, nobody here waits, and Close would wait for it
+		if t.gone < q || late && c.isClosed() {
+			// A late majority is not announced once Close has begun: that Release
+			// reported a failure, and the PUBLISH would only hold Close up. A Release
+			// that won is announced all the same (one PUBLISH, which Close waits for):
+			// the line node's reply, which would have announced it, showed no delete
+			// there or did not come.
 			return
 		}
 		if late {
