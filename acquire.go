@@ -411,7 +411,7 @@ func (c *Client) cleanup(ctx context.Context, key, owner, token, fairID string, 
 	// is announced as a Release is, once its deletes make a majority: the nodes do not
 	// announce it.
 	if !c.opts.Fair {
-		defer func() { c.announceRelease(key, token, cr, t, false) }()
+		defer func() { c.announceRelease(key, token, cr, t, false, false) }()
 	}
 	for waiting > 0 {
 		select {

@@ -204,8 +204,16 @@ func TestReleaseAnnouncedAsCloseBegins(t *testing.T) {
 	res := acquireAsync(ctx, waiter, key, time.Minute)
 	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == len(c.servers) })
 	time.Sleep(100 * time.Millisecond) // the waiter's check after subscribing: refused by nodes 2 and 3
+	releaseAsCloseBegins(t, releaser, holder, &slow, res)
+}
+
+// releaseAsCloseBegins releases l with its Client's scripts slowed (*slow set), closes
+// that Client as soon as Release returns nil, and wants the waiter whose Acquire
+// returns on res to get the lock within 3 s.
+func releaseAsCloseBegins(t *testing.T, releaser *redlock.Client, l *redlock.Lock, slow *atomic.Bool, res <-chan result) {
+	t.Helper()
 	slow.Store(true)
-	if err := holder.Release(ctx); err != nil {
+	if err := l.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	released := time.Now()
@@ -214,7 +222,52 @@ func TestReleaseAnnouncedAsCloseBegins(t *testing.T) {
 	}
 	slow.Store(false)
 	r := wantGrantWithin(t, "waiter", res, released, 3*time.Second)
-	_ = r.lock.Release(ctx)
+	_ = r.lock.Release(t.Context())
+}
+
+// TestOwnerReleaseAnnouncedAsCloseBegins: as TestReleaseAnnouncedAsCloseBegins, for
+// an owner's last hold A, while node 1 still keeps a stale hold X of the same owner
+// (nodes 2 and 3 lost the key before A was taken): node 1 answers that a hold is left
+// and node 2 deletes the key, so Release returns nil before a majority has deleted
+// it; node 3 deletes it 300 ms later, and the key is free on a majority then. The
+// Client announces that in the background, also once Close has begun; before, it
+// took the release for a failed one and announced nothing, and the waiter in another
+// Client, which never polls, slept on a free key.
+func TestOwnerReleaseAnnouncedAsCloseBegins(t *testing.T) {
+	c := newCluster(t, 3, redistest.Options{}, noPolling)
+	ctx := redlock.WithOwner(t.Context(), "job")
+	// Node 2 is the key's lead, which a woken waiter asks first: on node 1, the stale
+	// hold X would make it take the announcement for a race lost to another waiter
+	// (it polls at RetryDelay then).
+	key := keyOnLineNode(t, c.client, "owner-close-begins", 1)
+	c.loadScripts()
+	if _, err := c.client.TryAcquire(ctx, key, time.Minute); err != nil { // X, never released
+		t.Fatal(err)
+	}
+	c.client.WaitForCalls()
+	for _, a := range c.admin[1:] {
+		if err := a.Del(ctx, key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var slow atomic.Bool
+	releaser := c.clientTuned(func(i int, _ *redis.Options) redis.Hook {
+		if i == 2 {
+			return slowScripts{on: &slow, d: 300 * time.Millisecond}
+		}
+		return nil
+	})
+	a, err := releaser.TryAcquire(ctx, key, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.WaitForCalls()
+	waiter := c.newClient(noPolling)
+	res := acquireAsync(t.Context(), waiter, key, time.Minute)
+	eventually(t, "the waiter's subscriptions", func() bool { return waiter.Listening(key) == len(c.servers) })
+	time.Sleep(100 * time.Millisecond) // the waiter's check after subscribing begins ...
+	waiter.WaitForCalls()              // ... and ends, refused
+	releaseAsCloseBegins(t, releaser, a, &slow, res)
 }
 
 // TestOwnerHoldsLeftNotAnnounced: an owner holds the key with holds A and B, and

@@ -52,8 +52,9 @@ const announcePrefix = "!"
 // release: Client.lineRelease), release.lua announced it on the key's line node if
 // that node deleted the key, and this Client announces nothing; it waits for that
 // node's reply, if the majority came first, as long again as the majority took,
-// unless the node failed or was slow lately.
-func (c *Client) announceRelease(key, token string, r *round, t tally, leadPublishes bool) {
+// unless the node failed or was slow lately. won: the release succeeded (Release
+// returns nil), so it is announced even once Close has begun.
+func (c *Client) announceRelease(key, token string, r *round, t tally, leadPublishes, won bool) {
 	q, lw := t.quorum(), c.watchLine(key, leadPublishes)
 	if t.gone >= q && lw.heard(t) {
 		if !lw.published(t) { // else release.lua announced it on the line node (line.go)
@@ -70,12 +71,14 @@ func (c *Client) announceRelease(key, token string, r *round, t tally, leadPubli
 	go func() {
 		defer c.inFlight.Done()
 		lw.readRest(r, &t)
-		if t.gone < q || late && c.isClosed() {
-			// A late majority is not announced once Close has begun: that Release
-			// reported a failure, and the PUBLISH would only hold Close up. A Release
-			// that won is announced all the same (one PUBLISH, which Close waits for):
-			// the line node's reply, which would have announced it, showed no delete
-			// there or did not come.
+		if t.gone < q || !won && c.isClosed() {
+			// Once Close has begun, a release that failed (a Release that returned an
+			// error, a failed attempt's clean-up) is not announced when its deletes
+			// land late: the PUBLISH would only hold Close up. A Release that returned
+			// nil is announced all the same (one PUBLISH, which Close waits for): the
+			// line node's reply, which would have announced it, showed no delete there
+			// or did not come, or an owner's other holds kept the key on some nodes
+			// when Release counted its majority.
 			return
 		}
 		if late {

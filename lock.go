@@ -298,8 +298,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 	}
 	t, errs, ctxErr := c.gather(ctx, r, true)
 	end := c.opts.Clock.Now()
-	l.wakeAfterRelease(r, t, capped, end.Sub(start), end)
-	if ctxErr == nil && t.won() && !expired {
+	won := ctxErr == nil && t.won() && !expired
+	l.wakeAfterRelease(r, t, won, capped, end.Sub(start), end)
+	if won {
 		return nil
 	}
 	kind := ErrUnavailable
@@ -315,14 +316,15 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 // whose replies read so far are t, which took took and ended at end
 // (queues.released), and announces the release to the other Clients once a majority
 // deleted the key (Client.announceRelease): the nodes announce nothing (release.lua).
-func (l *Lock) wakeAfterRelease(r *round, t tally, capped bool, took time.Duration, end time.Time) {
+// won: Release returns nil.
+func (l *Lock) wakeAfterRelease(r *round, t tally, won, capped bool, took time.Duration, end time.Time) {
 	c := l.c
 	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
 	// of handoffs this Client's head steps back (courtesyFor).
 	heard := t.yesHigh // release.lua's largest yes: 1 + the subscribers on one node
 	c.queues.released(l, courtesyFor(capped, heard, took), heard, yieldFor(t.quorumIn, c.opts.NodeTimeout), end)
 	if !c.opts.Fair {
-		c.announceRelease(l.key, l.token, r, t, r.leadPublishes)
+		c.announceRelease(l.key, l.token, r, t, r.leadPublishes, won)
 	}
 }
 
