@@ -225,6 +225,7 @@ func TestOwnerReleaseAnnouncedDespiteStaleOwnSubscriptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	first := acquireAsync(redlock.WithOwner(ctx, "job"), x, key, time.Minute)
 	eventually(t, "X's subscriptions", func() bool { return x.Listening(key) == len(c.servers) })
 	if err := holder.Release(ctx); err != nil {

@@ -115,6 +115,7 @@ func TestLineTurnRetriedWhenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	a := c.newClient(noPolling)
 	res := acquireAsync(ctx, a, key, time.Minute)
 	eventually(t, "A's place", func() bool { return len(c.lineOf(key)) == 1 })
@@ -122,6 +123,7 @@ func TestLineTurnRetriedWhenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock := wantResult(t, "A", res).lock
+	lock.WaitForCalls() // the dead Client's attempt is refused by the line node
 	dead := c.newClient(noPolling)
 	deadRes := acquireAsync(ctx, dead, key, time.Minute)
 	eventually(t, "the dead Client's place", func() bool { return slices.Contains(c.lineOf(key), dead.LineID()) })
@@ -263,6 +265,7 @@ func TestLineLeaseNeverShortened(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	defer holder.Release(ctx)
 	long := float64(time.Now().Add(time.Hour).UnixMilli())
 	admin.ZAdd(ctx, order, redis.Z{Score: 1, Member: "long"})
@@ -375,6 +378,9 @@ func TestLineLeftAfterOneAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Else the holder's SET may reach the line node after the attempts below: one
+	// that wins the line node takes no place in the line.
+	holder.WaitForCalls()
 	once := c.newClient(redlock.Options{MaxAttempts: 1, NodeTimeout: time.Second})
 	if _, err := once.Acquire(ctx, key, time.Minute); err == nil {
 		t.Fatal("acquired a held key")
@@ -471,6 +477,7 @@ func TestLineCompanionTTLUntouched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	defer holder.Release(ctx)
 	other, err := c.newClient(redlock.Options{}).TryAcquire(ctx, order, 300*time.Millisecond)
 	if err != nil {

@@ -87,6 +87,7 @@ func TestLineDeadHeadSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	dead := c.newClient(noPolling)
 	deadResult := acquireAsync(t.Context(), dead, key, time.Minute)
 	eventually(t, "the first waiter's place", func() bool { return len(c.lineOf(key)) == 1 })
@@ -134,6 +135,7 @@ func TestLineTurnRefusesOnlyAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	other := c.newClient(noPolling)
 	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer wcancel()
@@ -179,6 +181,7 @@ func TestLineLeftOnGivingUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder.WaitForCalls() // every node has the key before another Client attempts
 	heard := c.admin[c.client.LineNode(key)].Subscribe(t.Context(), redlock.ReleaseChannel(key))
 	defer heard.Close()
 	if _, err := heard.Receive(t.Context()); err != nil {
