@@ -159,7 +159,8 @@ func TestFairOwnerTryAcquire(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.waitQueued("k", 0)
-	c.wantValues("k", "", "", "")
+	// Release returns at a majority: the last node's delete may land later.
+	eventually(t, "the key gone from every node", func() bool { return !slices.ContainsFunc(c.values("k"), func(v string) bool { return v != "" }) })
 }
 
 // TestFairOwnerReleaseKeepsMinorityHold: a node that missed the owner's second hold

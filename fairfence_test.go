@@ -152,6 +152,8 @@ func TestFairFencedRefusals(t *testing.T) {
 		if err := first.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Else A may be refused where the release lands late, and hold two nodes only.
+		first.WaitForCalls()
 		a, err := c.client.Acquire(ctx, "k", 5*time.Second) // reads 1, proposes 2
 		if err != nil {
 			t.Fatal(err)
