@@ -166,18 +166,19 @@ func (q *queues) goneLate(key, token string) {
 
 // announce tells the Clients waiting for key that the lock of token is gone from a
 // majority of nodes, t being the replies that showed it: one PUBLISH of "!<token>" on
-// releaseChannel(key), if another Client may listen (release.lua's count, largest in
-// t.yesHigh, less this Client's own subscription) or a node is a Cluster member (the
-// count covers only the subscribers on the key's master, a PUBLISH reaches every
-// master's). It goes to a node that deleted the key in t, so one that answered just
-// now: the key's lead (Client.lead: the node the waiters' attempts ask first) if it
-// did, and if that PUBLISH fails, the next one that did. Every waiting Client
-// subscribes to the channel on every node, so one node's message reaches each of them
-// once: 8 Clients waiting on 5 nodes hear 8 messages per release, where a PUBLISH from
-// each node's release.lua made 40, and a waiter woken this way finds the key free on a
-// majority already. Best effort, as a notice always was: a waiter that misses it (its
-// subscription to that node reconnecting) attempts again after Options.RetryDelay.
-// The PUBLISH is sent in the background, counted in Client.inFlight.
+// releaseChannel(key), if any Client may listen (release.lua's count, largest in
+// t.yesHigh, this Client's own subscription included: queues.mayListen) or a node is a
+// Cluster member (the count covers only the subscribers on the key's master, a PUBLISH
+// reaches every master's). It goes to a node that deleted the key in t, so one that
+// answered just now: the key's lead (Client.lead: the node the waiters' attempts ask
+// first) if it did, and if that PUBLISH fails, the next one that did. Every waiting
+// Client subscribes to the channel on every node, so one node's message reaches each
+// of them once: 8 Clients waiting on 5 nodes hear 8 messages per release, where a
+// PUBLISH from each node's release.lua made 40, and a waiter woken this way finds the
+// key free on a majority already. Best effort, as a notice always was: a waiter that
+// misses it (its subscription to that node reconnecting) attempts again after
+// Options.RetryDelay. The PUBLISH is sent in the background, counted in
+// Client.inFlight.
 func (c *Client) announce(key, token string, t tally) {
 	if t.positive == 0 || !c.queues.mayListen(key, t.yesHigh) && !c.anyCluster() {
 		return
