@@ -645,6 +645,8 @@ type failScript struct {
 	armed  atomic.Bool
 	sha    string
 	source string
+	mu     sync.Mutex
+	failed [][]any // the arguments of the calls it failed, as sent
 }
 
 func (*failScript) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -677,49 +679,118 @@ func (f *failScript) fails(cmd redis.Cmder) bool {
 	if !f.armed.Load() || len(args) < 2 || (args[1] != f.sha && args[1] != f.source) {
 		return false
 	}
+	f.mu.Lock()
+	f.failed = append(f.failed, args)
+	f.mu.Unlock()
 	cmd.SetErr(errors.New("injected: connection reset"))
 	return true
 }
 
-// TestHandoffReleasesWhereItFailed: a handoff that succeeds on a majority while its
-// call to one node fails leaves our token there; it is released there at once, so that
-// node is not blocked until the old lock's TTL ends.
-func TestHandoffReleasesWhereItFailed(t *testing.T) {
+// late runs the calls f failed on rdb now, with the script's source, as a node runs
+// the bytes of a call that waited on a stalled connection after its sender gave up.
+func (f *failScript) late(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, args := range f.failed {
+		late := append([]any{"EVAL", f.source}, args[2:]...)
+		if err := rdb.Do(context.Background(), late...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("late copy %v: %v", late, err)
+		}
+	}
+}
+
+// handoffFailingOn starts three nodes and a Client whose handoff calls to the nodes
+// failing names fail without being sent; it releases a lock on key while a waiter of
+// the same Client is queued (so Release hands off), with those calls failing. It
+// returns the cluster, each failing node's hook (in failing's order), the waiter's
+// result to come, and what Release returned.
+func handoffFailingOn(t *testing.T, key string, failing ...int) (*cluster, []*failScript, <-chan result, error) {
+	t.Helper()
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	src, err := os.ReadFile("scripts/handoff.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sum := sha1.Sum(src)
-	fail := &failScript{sha: hex.EncodeToString(sum[:]), source: string(src)}
 	rdbs := redistest.Clients(servers)
-	rdbs[2].AddHook(fail)
+	var fails []*failScript
+	for _, i := range failing {
+		fails = append(fails, &failScript{sha: hex.EncodeToString(sum[:]), source: string(src)})
+		rdbs[i].AddHook(fails[len(fails)-1])
+	}
 	client, err := redlock.New(rdbs, noPolling)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	c := &cluster{t: t, servers: servers, client: client}
 	for _, s := range servers {
 		c.admin = append(c.admin, s.Client())
 	}
 	ctx := t.Context()
-	holder, err := client.Acquire(ctx, "partial", time.Minute)
+	holder, err := client.Acquire(ctx, key, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiter := acquireAsync(ctx, client, "partial", time.Minute)
-	eventually(t, "the waiter's offer", func() bool { return client.Offered("partial") })
+	waiter := acquireAsync(ctx, client, key, time.Minute)
+	eventually(t, "the waiter's offer", func() bool { return client.Offered(key) })
 	holder.WaitForCalls()
-	fail.armed.Store(true)
-	if err := holder.Release(ctx); err != nil {
+	for _, f := range fails {
+		f.armed.Store(true)
+	}
+	err = holder.Release(ctx)
+	for _, f := range fails {
+		f.armed.Store(false)
+	}
+	return c, fails, waiter, err
+}
+
+// TestHandoffReleasesWhereItFailed: a handoff that succeeds on a majority while its
+// call to one node fails leaves our token there; it is released there at once, so that
+// node is not blocked until the old lock's TTL ends.
+func TestHandoffReleasesWhereItFailed(t *testing.T) {
+	c, _, waiter, err := handoffFailingOn(t, "partial", 2)
+	if err != nil {
 		t.Fatal(err)
 	}
 	next := wantResult(t, "the waiter", waiter).lock
 	eventually(t, "the old token released on node 3", func() bool {
 		return strings.Join(c.values("partial"), ",") == next.Token()+","+next.Token()+","
 	})
-	if err := next.Release(ctx); err != nil {
+	if err := next.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestLateHandoffAfterItsCleanUp: a handoff whose calls to two nodes of three were given
+// up on (their replies lost) fails, and the release after it deletes both tokens. The
+// given-up calls then run on their nodes after all (a stalled connection's bytes, a
+// go-redis retry), once the waiter has taken the key and released it: they must not put
+// the failed handoff's key back, which nobody holds and which would block the key
+// until its TTL ends. handoff.lua replaces only the releasing lock's token; before, it
+// also took an absent key, and the late calls left the key on both nodes (the failure
+// of TestReviewAHandoffAfterShutdown in CI at a12711c, 2026-12-07).
+func TestLateHandoffAfterItsCleanUp(t *testing.T) {
+	c, fails, waiter, err := handoffFailingOn(t, "late-handoff", 1, 2)
+	if err != nil {
+		t.Fatalf("Release after a failed handoff: %v", err)
+	}
+	next := wantResult(t, "the waiter, after the failed handoff", waiter).lock
+	for k, f := range fails {
+		f.mu.Lock()
+		n := len(f.failed)
+		f.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("node %d: %d handoff calls failed, want 1", k+2, n)
+		}
+	}
+	if err := next.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	next.WaitForCalls()
+	c.wantValues("late-handoff", "", "", "")
+	fails[0].late(t, c.admin[1])
+	fails[1].late(t, c.admin[2])
+	c.wantValues("late-handoff", "", "", "")
 }
