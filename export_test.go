@@ -80,6 +80,17 @@ func (c *Client) Offered(key string) bool {
 	return kq != nil && kq.offer != nil
 }
 
+// Claimed returns how many handoffs in a row Releases of this Client have claimed for
+// key (queues.claim) since its last plain release.
+func (c *Client) Claimed(key string) int {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	if kq := c.queues.keys[key]; kq != nil {
+		return kq.handoffs
+	}
+	return 0
+}
+
 // SetLinger sets how long a key whose last waiter left stays subscribed (5 s by
 // default), so that tests need not wait that long to see it dropped.
 func (c *Client) SetLinger(d time.Duration) {
