@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"testing"
 	"time"
 )
 
@@ -89,6 +90,13 @@ func (c *Client) Claimed(key string) int {
 		return kq.handoffs
 	}
 	return 0
+}
+
+// SetAfterHandOver makes f run in Release right after each handoff gave the waiter its
+// lock, until the test ends.
+func SetAfterHandOver(t testing.TB, f func()) {
+	afterHandOver.Store(&f)
+	t.Cleanup(func() { afterHandOver.Store(nil) })
 }
 
 // SetLinger sets how long a key whose last waiter left stays subscribed (5 s by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -152,18 +153,29 @@ func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string
 		next := &Lock{c: c, key: l.key, token: token, ttl: o.ttl, until: now.Add(v), lastRound: r}
 		c.queues.granted(next)
 		c.queues.released(l, 0, 0, 0, now)
-		o.got <- next
 		// Where the handoff call failed, our token may still hold the key: release
 		// it there once that call has returned, so the node is not blocked until our
-		// TTL ends. Nobody waits for it.
+		// TTL ends. Nobody waits for it. It is queued before the waiter gets the
+		// lock, so it reaches each node before any call of the new lock: a release of
+		// the new lock that came first would find our token and leave it, and a late
+		// run of the failed handoff call would then turn our token into the new
+		// lock's key, which nothing would delete (TestHandOverCleanUpGoesFirst).
 		c.start(context.WithoutCancel(ctx), stepRequest{step: stepRelease, keys: []string{l.key},
 			args: []any{l.token}, after: r, mustLand: true, need: r.failed})
+		o.got <- next
+		if f := afterHandOver.Load(); f != nil {
+			(*f)()
+		}
 		return true, token
 	}
 	// Unsent calls set nothing; the others are undone by the caller's release.
 	r.abandoned.Store(true)
 	return false, token
 }
+
+// afterHandOver, when set (by tests only), runs in Release right after a handoff gave
+// the waiter its lock.
+var afterHandOver atomic.Pointer[func()]
 
 // granted records the lock this Client now holds on its key, so that waiters here do
 // not attempt while it is valid. Locks dropped without a Release are forgotten once

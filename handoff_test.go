@@ -701,11 +701,10 @@ func (f *failScript) late(t *testing.T, rdb *redis.Client) {
 }
 
 // handoffFailingOn starts three nodes and a Client whose handoff calls to the nodes
-// failing names fail without being sent; it releases a lock on key while a waiter of
-// the same Client is queued (so Release hands off), with those calls failing. It
-// returns the cluster, each failing node's hook (in failing's order), the waiter's
-// result to come, and what Release returned.
-func handoffFailingOn(t *testing.T, key string, failing ...int) (*cluster, []*failScript, <-chan result, error) {
+// failing names fail without being sent (once armed: each hook in failing's order). It
+// returns the cluster and those hooks, armed, a lock on key, and the result to come of
+// a waiter of the same Client, queued, so that the lock's Release hands off.
+func handoffFailingOn(t *testing.T, key string, failing ...int) (*cluster, []*failScript, *redlock.Lock, <-chan result) {
 	t.Helper()
 	servers := redistest.StartN(t, 3, redistest.Options{})
 	src, err := os.ReadFile("scripts/handoff.lua")
@@ -739,19 +738,15 @@ func handoffFailingOn(t *testing.T, key string, failing ...int) (*cluster, []*fa
 	for _, f := range fails {
 		f.armed.Store(true)
 	}
-	err = holder.Release(ctx)
-	for _, f := range fails {
-		f.armed.Store(false)
-	}
-	return c, fails, waiter, err
+	return c, fails, holder, waiter
 }
 
 // TestHandoffReleasesWhereItFailed: a handoff that succeeds on a majority while its
 // call to one node fails leaves our token there; it is released there at once, so that
 // node is not blocked until the old lock's TTL ends.
 func TestHandoffReleasesWhereItFailed(t *testing.T) {
-	c, _, waiter, err := handoffFailingOn(t, "partial", 2)
-	if err != nil {
+	c, _, holder, waiter := handoffFailingOn(t, "partial", 2)
+	if err := holder.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	next := wantResult(t, "the waiter", waiter).lock
@@ -772,8 +767,8 @@ func TestHandoffReleasesWhereItFailed(t *testing.T) {
 // also took an absent key, and the late calls left the key on both nodes (the failure
 // of TestReviewAHandoffAfterShutdown in CI at a12711c, 2026-12-07).
 func TestLateHandoffAfterItsCleanUp(t *testing.T) {
-	c, fails, waiter, err := handoffFailingOn(t, "late-handoff", 1, 2)
-	if err != nil {
+	c, fails, holder, waiter := handoffFailingOn(t, "late-handoff", 1, 2)
+	if err := holder.Release(t.Context()); err != nil {
 		t.Fatalf("Release after a failed handoff: %v", err)
 	}
 	next := wantResult(t, "the waiter, after the failed handoff", waiter).lock
@@ -793,4 +788,33 @@ func TestLateHandoffAfterItsCleanUp(t *testing.T) {
 	fails[0].late(t, c.admin[1])
 	fails[1].late(t, c.admin[2])
 	c.wantValues("late-handoff", "", "", "")
+}
+
+// TestHandOverCleanUpGoesFirst: a handoff won on nodes 1 and 2 while its call to node 3
+// was given up on (its reply lost), so our token may still hold the key there, and a
+// clean-up release of our token follows. The waiter gets the lock and releases it at
+// once, and only then does the given-up call run on node 3 after all. The clean-up
+// must reach node 3 before the waiter's release: else that release finds our token
+// there and leaves it, the late call turns it into the waiter's key, and the clean-up
+// finds the waiter's token and leaves that too, for a whole TTL. Release now queues the
+// clean-up before the waiter gets the lock; the hook holds Release right after the
+// hand-over, where the clean-up used to be queued (then node 3 kept the key).
+func TestHandOverCleanUpGoesFirst(t *testing.T) {
+	c, fails, holder, waiter := handoffFailingOn(t, "first", 2)
+	ctx := t.Context()
+	redlock.SetAfterHandOver(t, func() {
+		next := wantResult(t, "the waiter", waiter).lock
+		if err := next.Release(ctx); err != nil {
+			t.Errorf("the waiter's Release: %v", err)
+		}
+		next.WaitForCalls()
+		fails[0].late(t, c.admin[2])
+	})
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.client.Close(); err != nil { // every call has returned, the clean-up's too
+		t.Fatal(err)
+	}
+	c.wantValues("first", "", "", "")
 }
