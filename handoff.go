@@ -162,10 +162,7 @@ func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string
 		// lock's key, which nothing would delete (TestHandOverCleanUpGoesFirst).
 		c.start(context.WithoutCancel(ctx), stepRequest{step: stepRelease, keys: []string{l.key},
 			args: []any{l.token}, after: r, mustLand: true, need: r.failed})
-		o.got <- next
-		if f := afterHandOver.Load(); f != nil {
-			(*f)()
-		}
+		handOver(o, next)
 		return true, token
 	}
 	// Unsent calls set nothing; the others are undone by the caller's release.
@@ -173,8 +170,18 @@ func (l *Lock) handoff(ctx context.Context, o *offer) (handed bool, token string
 	return false, token
 }
 
+// handOver gives the waiter that made offer o its lock next, then runs afterHandOver
+// if a test set it: whatever Release does after handOver comes after the hook, so a
+// test can hold it there.
+func handOver(o *offer, next *Lock) {
+	o.got <- next
+	if f := afterHandOver.Load(); f != nil {
+		(*f)()
+	}
+}
+
 // afterHandOver, when set (by tests only), runs in Release right after a handoff gave
-// the waiter its lock.
+// the waiter its lock (handOver).
 var afterHandOver atomic.Pointer[func()]
 
 // granted records the lock this Client now holds on its key, so that waiters here do
