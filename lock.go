@@ -315,8 +315,9 @@ func (l *Lock) Release(ctx context.Context) (err error) {
 // wakeAfterRelease wakes this Client's waiters for the key after Release's round r,
 // whose replies read so far are t, which took took and ended at end
 // (queues.released), and announces the release to the other Clients once a majority
-// deleted the key (Client.announceRelease): the nodes announce nothing (release.lua).
-// won: Release returns nil.
+// deleted the key (Client.announceRelease; for a plain lock the key's line node may
+// have announced it already, as release.lua deleted the key there). won: Release
+// returns nil.
 func (l *Lock) wakeAfterRelease(r *round, t tally, won, capped bool, took time.Duration, end time.Time) {
 	c := l.c
 	// A new Acquire here lets woken Clients go first (yieldFor), and after a capped run
